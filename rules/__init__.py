@@ -1,0 +1,1 @@
+"""Built-in bottleneck rules, one module per code; see README.md for the catalogue."""

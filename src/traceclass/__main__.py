@@ -1,0 +1,5 @@
+"""``python -m traceclass`` runs the command-line interface."""
+
+from traceclass.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Tolerant, memory-lean decoding of Chrome-trace JSON containers.
+
+The container (``{"traceEvents": [...], ...}`` or a bare ``[...]``) is split into raw event
+slices with msgspec, which validates and skips at GB/s without building Python objects; the
+events are then decoded in bounded chunks by the format reader. Damaged input (invalid UTF-8,
+raw control characters, NaN, integers beyond 64 bits) goes through a slower, forgiving path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import msgspec
+
+from traceclass.errors import TraceFormatError
+
+_RawList = msgspec.json.Decoder(list[msgspec.Raw])
+_RawDict = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+@dataclasses.dataclass
+class Container:
+    """Top-level keys (decoded, minus the events) and the raw event slices."""
+
+    top: dict[str, Any]
+    events: list[msgspec.Raw]
+    bare: bool  # the file was a bare array of events
+    repaired: str = ""  # what the forgiving path had to do, for the report's notes
+
+
+def first_char(data: bytes) -> bytes:
+    return data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+
+
+def decode_container(path: str, data: bytes, events_key: str = "traceEvents") -> Container:
+    """Split ``data`` into top-level metadata and raw events; raise TraceFormatError if hopeless."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return _decode_fast(path, data, events_key)
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        if "truncated" in msg.lower():
+            repaired = _repair_truncated_array(data)
+            if repaired is not None:
+                c = _decode_fast(path, repaired, events_key)
+                c.repaired = "file was truncated; the events before the cut were read"
+                return c
+            raise TraceFormatError(path, f"truncated JSON ({msg})") from None
+    return _decode_forgiving(path, data, events_key)
+
+
+def _decode_fast(path: str, data: bytes, events_key: str) -> Container:
+    c = first_char(data)
+    if c == b"[":
+        return Container(top={}, events=_RawList.decode(data), bare=True)
+    if c != b"{":
+        raise TraceFormatError(path, "not JSON (expected an object or an array)")
+    raw_top = _RawDict.decode(data)
+    events_raw = raw_top.pop(events_key, None)
+    top: dict[str, Any] = {}
+    for k, v in raw_top.items():
+        try:
+            top[k] = msgspec.json.decode(v)
+        except msgspec.DecodeError:
+            top[k] = None
+    if events_raw is None:
+        return Container(top=top, events=[], bare=False)
+    try:
+        events = _RawList.decode(events_raw)
+    except msgspec.ValidationError:
+        raise TraceFormatError(path, f'"{events_key}" is not a list') from None
+    return Container(top=top, events=events, bare=False)
+
+
+def _repair_truncated_array(data: bytes) -> bytes | None:
+    """A bare array cut short (Chrome accepts these): close it after the last whole event."""
+    if first_char(data) != b"[":
+        return None
+    body = data.rstrip()
+    if body.endswith(b","):
+        body = body[:-1]
+    candidate = body + b"]"
+    try:
+        _RawList.decode(candidate)
+        return candidate
+    except msgspec.DecodeError:
+        pass
+    # cut after the last complete top-level "}," boundary
+    cut = body.rfind(b"},")
+    while cut > 0:
+        candidate = body[: cut + 1] + b"]"
+        try:
+            _RawList.decode(candidate)
+            return candidate
+        except msgspec.DecodeError:
+            cut = body.rfind(b"},", 0, cut)
+    return None
+
+
+def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
+    """Python's json with strict=False and NaN support, over text with bad bytes replaced."""
+    notes = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        notes.append("invalid UTF-8 replaced")
+    try:
+        obj = json.loads(text, strict=False, parse_constant=lambda _c: None)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        if exc.pos >= len(text.rstrip()) - 1:
+            raise TraceFormatError(path, f"truncated JSON (ends at {where})") from None
+        raise TraceFormatError(path, f"invalid JSON at {where}: {exc.msg}") from None
+    except RecursionError:
+        raise TraceFormatError(path, "JSON nested too deeply") from None
+    notes.append("non-standard JSON tolerated")
+    obj = _clamp_ints(obj)
+    clean = msgspec.json.encode(obj)
+    c = _decode_fast(path, clean, events_key)
+    c.repaired = "; ".join(notes)
+    return c
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def _clamp_ints(obj: Any) -> Any:
+    """Integers beyond int64 become their value modulo 2**63 (ids stay distinct, in range)."""
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        if obj > _INT64_MAX or obj < -_INT64_MAX:
+            return obj % (1 << 63)
+        return obj
+    if isinstance(obj, list):
+        return [_clamp_ints(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _clamp_ints(v) for k, v in obj.items()}
+    return obj

@@ -1,0 +1,770 @@
+"""torch.profiler (Kineto) Chrome-trace JSON -> :class:`~traceclass.model.Trace`.
+
+Facts about the format are in ``shared/reference/kineto-trace.md``. The reader decodes events
+in chunks of :data:`CHUNK_EVENTS` into small typed structs (only the fields we use), turns
+each chunk into column arrays per category, and drops the structs before the next chunk, so
+peak memory is the file's bytes plus the columns plus one chunk.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Optional
+
+import msgspec
+import numpy as np
+
+from traceclass.errors import TraceFormatError
+from traceclass.ingest.jsonload import Container
+from traceclass.ingest.numbers import decimal_text_to_int
+from traceclass.ingest.source import Progress
+from traceclass.model import (
+    Annotations,
+    ApiCalls,
+    CopyKind,
+    DeviceInfo,
+    GpuActivity,
+    GpuKind,
+    InputsTable,
+    MemKind,
+    MemoryEvents,
+    OpInputs,
+    Ops,
+    PythonFrames,
+    SourceInfo,
+    StringTable,
+    Threads,
+    Trace,
+    Vendor,
+)
+from traceclass.model.api_names import CBID_NAMES, api_kind, strip_version
+from traceclass.model.link import link
+from traceclass.model.names import annotation_kind, short_kernel_name
+
+CHUNK_EVENTS = 100_000
+#: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
+EXACT_TS_LIMIT_US = float(1 << 43)
+
+_EMPTY = msgspec.Raw(b"")
+
+
+class _Args(msgspec.Struct, gc=False):
+    external_id: Any = msgspec.field(name="External id", default=None)
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    nbytes: Any = msgspec.field(name="bytes", default=None)
+    kind: Any = None
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
+    types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
+    strides: msgspec.Raw = msgspec.field(name="Input Strides", default=_EMPTY)
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
+    seq: Any = msgspec.field(name="Sequence number", default=None)
+    flops: Any = None
+    cbid: Any = None
+    name: Any = None
+    mem_bytes: Any = msgspec.field(name="Bytes", default=None)
+    total_allocated: Any = msgspec.field(name="Total Allocated", default=None)
+    total_reserved: Any = msgspec.field(name="Total Reserved", default=None)
+    device_type: Any = msgspec.field(name="Device Type", default=None)
+    device_id: Any = msgspec.field(name="Device Id", default=None)
+    grid: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)
+    shared_memory: Any = msgspec.field(name="shared memory", default=None)
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Optional[_Args] = None
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Fallback when some event's ``args`` is not an object: args converted one by one."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Any = None
+
+
+class _TsText(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = _EMPTY
+
+
+_DECODE_EVENTS = msgspec.json.Decoder(list[_Event])
+_DECODE_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
+_DECODE_TS = msgspec.json.Decoder(list[_TsText])
+
+# category codes
+_OP, _ANN, _PY, _API, _KERNEL, _MEMCPY, _MEMSET, _SYNC, _MEM, _META, _SPAN, _SKIP = range(12)
+_CATEGORY = {
+    "cpu_op": _OP,
+    "operator": _OP,  # very old Kineto
+    "user_annotation": _ANN,
+    "python_function": _PY,
+    "cuda_runtime": _API,
+    "cuda_driver": _API,
+    "runtime": _API,
+    "kernel": _KERNEL,
+    "Kernel": _KERNEL,
+    "gpu_memcpy": _MEMCPY,
+    "Memcpy": _MEMCPY,
+    "gpu_memset": _MEMSET,
+    "Memset": _MEMSET,
+    "cuda_sync": _SYNC,
+    "cpu_instant_event": _MEM,
+    "Trace": _SPAN,
+}
+KINETO_CATEGORIES = frozenset(_CATEGORY) | {"ac2g", "fwdbwd", "gpu_user_annotation", "overhead"}
+
+
+def looks_like_kineto(container: Container) -> bool:
+    """Kineto markers: its top-level keys or any event with a Kineto category."""
+    if any(k in container.top for k in ("schemaVersion", "deviceProperties", "distributedInfo")):
+        return True
+    probe = container.events[:2000]
+    if not probe:
+        return not container.bare
+    try:
+        evs = _DECODE_EVENTS.decode(b"[" + b",".join(probe) + b"]")
+    except msgspec.DecodeError:
+        return False
+    return any(isinstance(e.cat, str) and e.cat in KINETO_CATEGORIES for e in evs)
+
+
+class _Columns:
+    """Accumulates per-category column chunks."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, dict[str, list[np.ndarray]]] = {}
+
+    def add(self, cat: int, **cols: np.ndarray) -> None:
+        d = self.parts.setdefault(cat, {})
+        for k, v in cols.items():
+            d.setdefault(k, []).append(v)
+
+    def get(self, cat: int) -> dict[str, np.ndarray]:
+        d = self.parts.get(cat)
+        if not d:
+            return {}
+        return {k: np.concatenate(v) for k, v in d.items()}
+
+
+def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None) -> Trace:
+    top = container.top
+    strings = StringTable()
+    inputs = InputsTable()
+    cols = _Columns()
+    counts: dict[str, int] = {}
+    thread_names: dict[tuple[int, int], str] = {}
+    window: list[tuple[int, int]] = []
+    events = container.events
+    n_total = len(events)
+    state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
+    for lo in range(0, n_total, CHUNK_EVENTS):
+        chunk = events[lo : lo + CHUNK_EVENTS]
+        buf = b"[" + b",".join(chunk) + b"]"
+        del chunk
+        try:
+            evs = _DECODE_EVENTS.decode(buf)
+        except msgspec.ValidationError:
+            evs = _DECODE_LOOSE.decode(buf)
+        except msgspec.DecodeError as exc:
+            raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
+        state.process(evs, buf)
+        del evs, buf
+        if progress is not None:
+            progress("parsing", min(lo + CHUNK_EVENTS, n_total), n_total)
+    del events
+    container.events = []
+
+    ops = _build_ops(cols.get(_OP))
+    ann = _build_annotations(cols.get(_ANN), strings)
+    py = _build_python(cols.get(_PY))
+    api = _build_api(cols.get(_API), strings)
+    gpu = _build_gpu(cols, strings)
+    mem = _build_memory(cols.get(_MEM))
+    threads = _build_threads(thread_names, strings)
+
+    notes = []
+    if container.repaired:
+        notes.append(f"input repaired: {container.repaired}")
+    for cat, label in (
+        ("cuda_profiler_range", "CUPTI range-profiler counter events"),
+        ("gpu_user_annotation", "GPU-side annotation spans (stages are projected from launches instead)"),
+    ):
+        if counts.get(cat):
+            notes.append(f"{counts[cat]} {label} not analysed (not supported yet)")
+    if counts.get("cuda_profiler_range") and not len(gpu):
+        notes.append(
+            "trace was recorded in CUPTI range-profiler mode: it has no kernel events, so no "
+            "GPU timeline can be computed"
+        )
+    unknown = {k: v for k, v in counts.items() if k.startswith("?")}
+    if unknown:
+        desc = ", ".join(f"{k[1:]} ({v})" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])[:5])
+        notes.append(f"events of unrecognized categories ignored: {desc}")
+
+    devices = _devices(top, gpu)
+    captured = {"ops", "annotations", "api"}
+    if devices or len(gpu) or any(k in top for k in ("cuda_runtime_version", "hip_runtime_version")):
+        captured.add("gpu")
+    if len(py) or top.get("with_stack"):
+        captured.add("python")
+    if len(mem) or top.get("profile_memory"):
+        captured.add("memory")
+    if top.get("record_shapes") or len(inputs):
+        captured.add("shapes")
+
+    meta = _meta(top)
+    meta["event_counts"] = {k: v for k, v in counts.items() if not k.startswith("?")}
+    trace = Trace(
+        source=SourceInfo(
+            path=path,
+            format="kineto",
+            producer="torch.profiler (Kineto)",
+            format_version=str(top.get("schemaVersion", "")),
+            size_bytes=data_size,
+        ),
+        strings=strings,
+        inputs=inputs,
+        devices=devices,
+        threads=threads,
+        ops=ops,
+        annotations=ann,
+        python=py,
+        api=api,
+        gpu=gpu,
+        memory=mem,
+        window=(min(w[0] for w in window), max(w[1] for w in window)) if window else None,
+        captured=frozenset(captured),
+        meta=meta,
+        notes=tuple(notes),
+    )
+    if progress is not None:
+        progress("linking", 0, 1)
+    return link(trace)
+
+
+class _ChunkState:
+    def __init__(self, strings, inputs, cols, counts, thread_names, window):  # type: ignore[no-untyped-def]
+        self.strings: StringTable = strings
+        self.inputs: InputsTable = inputs
+        self.cols: _Columns = cols
+        self.counts: dict[str, int] = counts
+        self.thread_names: dict[tuple[int, int], str] = thread_names
+        self.window: list[tuple[int, int]] = window
+        self.exact_ts: bool | None = None
+
+    def process(self, evs: list[_Event], buf: bytes) -> None:
+        n = len(evs)
+        if n == 0:
+            return
+        cat_of = _CATEGORY.get
+        counts = self.counts
+        codes = np.empty(n, dtype=np.int8)
+        for i, e in enumerate(evs):
+            ph = e.ph
+            if ph == "X":
+                c = cat_of(e.cat, -1) if isinstance(e.cat, str) else -1
+                if c < 0:
+                    key = e.cat if isinstance(e.cat, str) else "?"
+                    if key not in ("gpu_user_annotation", "overhead", "cuda_profiler_range"):
+                        key = "?" + str(key)[:40]
+                    counts[key] = counts.get(key, 0) + 1
+                    c = _SKIP
+                codes[i] = c
+            elif ph == "i" or ph == "I":
+                codes[i] = _MEM if e.cat == "cpu_instant_event" else _SKIP
+            elif ph == "M":
+                codes[i] = _META
+            else:
+                if ph in ("s", "f", "t"):
+                    key = f"flow:{e.cat}"
+                else:
+                    key = f"?ph {ph}"[:40]
+                counts[key] = counts.get(key, 0) + 1
+                codes[i] = _SKIP
+        ts_ns, dur_ns = self._times(evs, buf)
+        for c in np.unique(codes):
+            c = int(c)
+            if c == _SKIP:
+                continue
+            idx = np.flatnonzero(codes == c)
+            sub = [evs[i] for i in idx]
+            t, d = ts_ns[idx], dur_ns[idx]
+            if c == _META:
+                self._meta(sub)
+            elif c == _SPAN:
+                for k, e in enumerate(sub):
+                    if isinstance(e.name, str) and e.name.startswith("PyTorch Profiler"):
+                        self.window.append((int(t[k]), int(t[k] + d[k])))
+            elif c == _MEM:
+                self._memory(sub, t)
+            else:
+                self._timed(c, sub, t, d)
+
+    def _times(self, evs: list[_Event], buf: bytes) -> tuple[np.ndarray, np.ndarray]:
+        ts = _floats([e.ts for e in evs])
+        dur = _floats([e.dur for e in evs])
+        dur_ns = np.where(np.isfinite(dur), np.rint(dur * 1000.0), 0).astype(np.int64)
+        dur_ns = np.maximum(dur_ns, 0)
+        finite = np.isfinite(ts)
+        if self.exact_ts is None and finite.any():
+            self.exact_ts = bool(np.abs(ts[finite]).max() >= EXACT_TS_LIMIT_US)
+        if self.exact_ts:
+            raws = [bytes(x.ts) for x in _DECODE_TS.decode(buf)]
+            ts_ns, ok = decimal_text_to_int(raws, 3)
+            if not ok.all():  # keep int64 throughout: a float detour would lose the ns digits
+                fallback = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
+                ts_ns = np.where(ok, ts_ns, fallback)
+        else:
+            ts_ns = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
+        return ts_ns, dur_ns
+
+    def _meta(self, sub: list[_Event]) -> None:
+        for e in sub:
+            if e.name == "thread_name":
+                tname = _args(e.args).name
+                pid, tid = _int_or_none(e.pid), _int_or_none(e.tid)
+                if isinstance(tname, str) and pid is not None and tid is not None:
+                    self.thread_names[(pid, tid)] = tname
+
+    def _memory(self, sub: list[_Event], t: np.ndarray) -> None:
+        keep = [k for k, e in enumerate(sub) if e.name == "[memory]"]
+        if not keep:
+            return
+        args = [_args(sub[k].args) for k in keep]
+        self.cols.add(
+            _MEM,
+            ts_ns=t[keep],
+            bytes=_ints([a.mem_bytes for a in args], 0),
+            total_allocated=_ints([a.total_allocated for a in args]),
+            total_reserved=_ints([a.total_reserved for a in args]),
+            device_type=_ints([a.device_type for a in args]),
+            device=_ints([a.device_id for a in args]),
+        )
+
+    def _timed(self, c: int, sub: list[_Event], t: np.ndarray, d: np.ndarray) -> None:
+        names = self.strings.intern_many([_str(e.name) for e in sub])
+        args = [_args(e.args) for e in sub]
+        if c in (_KERNEL, _MEMCPY, _MEMSET, _SYNC):
+            dev = _ints([a.device for a in args])
+            pid = _ints([e.pid for e in sub])
+            dev = np.where(dev >= 0, dev, pid)
+            stream = _ints([a.stream for a in args])
+            tid = _ints([e.tid for e in sub])
+            stream = np.where((stream == -1) & (c != _SYNC), tid, stream)
+            extra: dict[str, np.ndarray] = {}
+            if c == _KERNEL:
+                extra["grid"] = _products([a.grid for a in args])
+                extra["block"] = _products([a.block for a in args])
+                extra["registers"] = _ints([a.registers for a in args])
+                extra["shared_mem"] = _ints([a.shared_memory for a in args])
+            if c in (_MEMCPY, _MEMSET):
+                extra["bytes"] = _ints([a.nbytes for a in args])
+            self.cols.add(
+                c,
+                start_ns=t,
+                end_ns=t + d,
+                device=dev,
+                stream=stream,
+                name=names,
+                correlation=_ints([a.correlation for a in args]),
+                external_id=_ints([a.external_id for a in args]),
+                **extra,
+            )
+            return
+        pid = _ints([e.pid for e in sub])
+        tid = _ints([e.tid for e in sub])
+        base = dict(start_ns=t, end_ns=t + d, pid=pid, tid=tid, name=names)
+        if c == _OP:
+            inputs = self._inputs(args)
+            self.cols.add(
+                c,
+                external_id=_ints([a.external_id for a in args]),
+                seq=_ints([a.seq for a in args]),
+                inputs=inputs,
+                flops=_floats([a.flops for a in args]),
+                **base,
+            )
+        elif c == _ANN:
+            self.cols.add(c, external_id=_ints([a.external_id for a in args]), **base)
+        elif c == _PY:
+            self.cols.add(c, **base)
+        elif c == _API:
+            cbid = _ints([a.cbid for a in args])
+            self.cols.add(
+                c,
+                correlation=_ints([a.correlation for a in args]),
+                external_id=_ints([a.external_id for a in args]),
+                cbid=cbid,
+                **base,
+            )
+
+    def _inputs(self, args: list[_Args]) -> np.ndarray:
+        out = np.full(len(args), -1, dtype=np.int32)
+        intern = self.inputs.intern
+        for k, a in enumerate(args):
+            if a.dims is _EMPTY and a.types is _EMPTY:
+                continue
+            key = (bytes(a.dims), bytes(a.types), bytes(a.strides), bytes(a.concrete))
+            out[k] = intern(key, lambda key=key: _parse_inputs(*key))
+        return out
+
+
+def _args(a: Any) -> _Args:
+    if a is None:
+        return _NO_ARGS
+    if type(a) is _Args:
+        return a
+    if isinstance(a, dict):
+        try:
+            return _ARGS_FROM_DICT(a)
+        except (msgspec.ValidationError, TypeError):
+            return _NO_ARGS
+    return _NO_ARGS
+
+
+def _ARGS_FROM_DICT(d: dict) -> _Args:  # noqa: N802 - a converter, named like the type it makes
+    # Raw fields cannot be converted from Python objects: re-encode those keys
+    raw_keys = {"Input Dims", "Input type", "Input Strides", "Concrete Inputs"}
+    plain = {k: v for k, v in d.items() if k not in raw_keys}
+    a = msgspec.convert(plain, _Args, strict=False)
+    extra = {}
+    for k, field in (("Input Dims", "dims"), ("Input type", "types"),
+                     ("Input Strides", "strides"), ("Concrete Inputs", "concrete")):
+        if k in d:
+            extra[field] = msgspec.Raw(msgspec.json.encode(d[k]))
+    return msgspec.structs.replace(a, **extra) if extra else a
+
+
+def _str(v: Any) -> str:
+    return v if isinstance(v, str) else ("" if v is None else str(v))
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+
+
+def _float_or_nan(v: Any) -> float:
+    if isinstance(v, bool) or v is None:
+        return np.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return np.nan
+
+
+def _ints(values: list[Any], fill: int = -1) -> np.ndarray:
+    n = len(values)
+    nones = values.count(None)
+    if nones == n:
+        return np.full(n, fill, dtype=np.int64)
+    if nones == 0:
+        try:
+            arr = np.array(values)
+            if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
+                return arr.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return np.array([_int_or(v, fill) for v in values], dtype=np.int64)
+
+
+def _int_or(v: Any, fill: int) -> int:
+    if v is None or isinstance(v, bool):
+        return fill
+    if isinstance(v, int):
+        return v if -(1 << 63) < v < (1 << 63) else v % (1 << 63)
+    if isinstance(v, float):
+        return int(v) if v == v and abs(v) < 9e18 else fill
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return int(s, 0) if s.lower().startswith("0x") else int(float(s))
+        except ValueError:
+            return fill
+    return fill
+
+
+def _int_or_none(v: Any) -> int | None:
+    r = _int_or(v, -(1 << 62))
+    return None if r == -(1 << 62) else r
+
+
+def _products(values: list[Any]) -> np.ndarray:
+    out = np.full(len(values), -1, dtype=np.int64)
+    for k, v in enumerate(values):
+        if isinstance(v, list) and v:
+            p = 1
+            for x in v:
+                x = _int_or(x, -1)
+                if x < 0:
+                    p = -1
+                    break
+                p *= x
+            out[k] = p
+        elif v is not None:
+            out[k] = _int_or(v, -1)
+    return out
+
+
+def _dims(v: Any) -> Any:
+    """Tensor dims -> tuple of ints; tensor list -> tuple of tuples; other -> None."""
+    if isinstance(v, list):
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return tuple(v)
+        if all(isinstance(x, list) for x in v):
+            inner = [_dims(x) for x in v]
+            if all(isinstance(x, tuple) for x in inner):
+                return tuple(inner)
+    return None
+
+
+def _parse_inputs(dims_b: bytes, types_b: bytes, strides_b: bytes, conc_b: bytes) -> OpInputs | None:
+    try:
+        dims = msgspec.json.decode(dims_b) if dims_b else []
+        types = msgspec.json.decode(types_b) if types_b else []
+        strides = msgspec.json.decode(strides_b) if strides_b else None
+        conc = msgspec.json.decode(conc_b) if conc_b else None
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(dims, list):
+        return None
+    n = len(dims)
+    types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) else []
+    types += [""] * (n - len(types))
+    # an input recorded with empty dims is a tensor only if its type says so; [] with a tensor
+    # dtype is a 0-d tensor
+    dd = tuple(_dims(d) if (d != [] or _is_tensor_type(types[i])) else None for i, d in enumerate(dims))
+    st = None
+    if isinstance(strides, list):
+        st = tuple(_dims(s) for s in strides) + (None,) * max(0, n - len(strides))
+    cc = None
+    if isinstance(conc, list):
+        cc = tuple(c if isinstance(c, str) else str(c) for c in conc)
+    return OpInputs(dims=dd, dtypes=tuple(types[:n]), strides=st, concrete=cc)
+
+
+_NON_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "Device", "Layout",
+               "MemoryFormat", "ScalarType", "bool"}
+
+
+def _is_tensor_type(t: str) -> bool:
+    return t not in _NON_TENSOR and not t.endswith("List")
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _build_ops(c: dict[str, np.ndarray]) -> Ops:
+    if not c:
+        return Ops.empty()
+    return Ops.build(len(c["start_ns"]), **c)
+
+
+def _build_annotations(c: dict[str, np.ndarray], strings: StringTable) -> Annotations:
+    if not c:
+        return Annotations.empty()
+    kind = strings.map(c["name"], lambda s: int(annotation_kind(s)), np.int8)
+    return Annotations.build(len(c["start_ns"]), kind=kind, **c)
+
+
+def _build_python(c: dict[str, np.ndarray]) -> PythonFrames:
+    if not c:
+        return PythonFrames.empty()
+    return PythonFrames.build(len(c["start_ns"]), **c)
+
+
+def _build_api(c: dict[str, np.ndarray], strings: StringTable) -> ApiCalls:
+    if not c:
+        return ApiCalls.empty()
+    cbid = c.pop("cbid")
+    names = c["name"]
+    invalid = strings.code("INVALID")
+    if invalid >= 0:
+        bad = names == invalid
+        for cb in np.unique(cbid[bad]):
+            label = CBID_NAMES.get(int(cb), f"INVALID (cbid {int(cb)})")
+            names[bad & (cbid == cb)] = strings.intern(label)
+    # strip _vNNNN suffixes once per distinct name
+    remap = np.array(
+        [strings.intern(strip_version(s)) for s in list(strings.values)], dtype=np.int32
+    )
+    names = np.where(names >= 0, remap[np.maximum(names, 0)], names)
+    c["name"] = names
+    kind = strings.map(names, lambda s: int(api_kind(s)), np.int8)
+    return ApiCalls.build(len(names), kind=kind, **c)
+
+
+_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?")
+_COPY_KIND = {
+    "HtoD": CopyKind.HTOD,
+    "DtoH": CopyKind.DTOH,
+    "DtoD": CopyKind.DTOD,
+    "HtoH": CopyKind.HTOH,
+    "PtoP": CopyKind.PTOP,
+    "HtoA": CopyKind.HTOA,
+    "AtoH": CopyKind.ATOH,
+    "AtoA": CopyKind.ATOA,
+    "AtoD": CopyKind.ATOD,
+    "DtoA": CopyKind.DTOA,
+}
+_MEM_KIND = {
+    "Pageable": MemKind.PAGEABLE,
+    "Pinned": MemKind.PINNED,
+    "Device": MemKind.DEVICE,
+    "Managed": MemKind.MANAGED,
+    "Array": MemKind.ARRAY,
+}
+
+
+def _copy_attrs(name: str) -> tuple[int, int, int]:
+    m = _MEMCPY_NAME.search(name)
+    if not m:
+        return int(CopyKind.UNKNOWN), int(MemKind.UNKNOWN), int(MemKind.UNKNOWN)
+    kind = _COPY_KIND.get(m.group(1), CopyKind.UNKNOWN)
+    src = _MEM_KIND.get(m.group(2) or "", MemKind.UNKNOWN)
+    dst = _MEM_KIND.get(m.group(3) or "", MemKind.UNKNOWN)
+    return int(kind), int(src), int(dst)
+
+
+def _build_gpu(cols: _Columns, strings: StringTable) -> GpuActivity:
+    parts = []
+    for cat, kind in ((_KERNEL, GpuKind.KERNEL), (_MEMCPY, GpuKind.MEMCPY),
+                      (_MEMSET, GpuKind.MEMSET), (_SYNC, GpuKind.SYNC)):
+        c = cols.get(cat)
+        if not c:
+            continue
+        n = len(c["start_ns"])
+        extra: dict[str, Any] = {}
+        if kind == GpuKind.KERNEL:
+            full = c["name"]
+            short = strings.map(full, lambda s: strings.intern(short_kernel_name(s)), np.int32)
+            c["name"] = np.where(full >= 0, short, full)
+            extra["full_name"] = np.where(short != full, full, -1)
+        elif kind == GpuKind.MEMCPY:
+            attrs = {code: _copy_attrs(strings[code]) for code in np.unique(c["name"]).tolist()}
+            ck = np.array([attrs[x][0] for x in c["name"].tolist()], dtype=np.int8)
+            extra["copy_kind"] = ck
+            extra["src_mem"] = np.array([attrs[x][1] for x in c["name"].tolist()], dtype=np.int8)
+            extra["dst_mem"] = np.array([attrs[x][2] for x in c["name"].tolist()], dtype=np.int8)
+        elif kind == GpuKind.MEMSET:
+            extra["dst_mem"] = strings.map(
+                c["name"],
+                lambda s: int(MemKind.DEVICE if "Device" in s else MemKind.UNKNOWN),
+                np.int8,
+            )
+        parts.append(GpuActivity.build(n, kind=np.full(n, int(kind), dtype=np.int8), **c, **extra))
+    if not parts:
+        return GpuActivity.empty()
+    gpu = GpuActivity.concat(parts)
+    order = np.argsort(gpu.start_ns, kind="stable")
+    return gpu.take(order)
+
+
+def _build_memory(c: dict[str, np.ndarray]) -> MemoryEvents:
+    if not c:
+        return MemoryEvents.empty()
+    return MemoryEvents.build(len(c["ts_ns"]), **c)
+
+
+def _build_threads(names: dict[tuple[int, int], str], strings: StringTable) -> Threads:
+    if not names:
+        return Threads.empty()
+    keys = list(names)
+    return Threads.build(
+        len(keys),
+        pid=[k[0] for k in keys],
+        tid=[k[1] for k in keys],
+        name=strings.intern_many([names[k] for k in keys]),
+    )
+
+
+def _devices(top: dict[str, Any], gpu: GpuActivity) -> tuple[DeviceInfo, ...]:
+    props = top.get("deviceProperties")
+    amd = "hip_runtime_version" in top or "roctracer_version" in top
+    out: list[DeviceInfo] = []
+    if isinstance(props, list):
+        for k, p in enumerate(props):
+            if not isinstance(p, dict):
+                continue
+            name = str(p.get("name") or "")
+            vendor = Vendor.AMD if (amd or "AMD" in name or "Instinct" in name) else Vendor.NVIDIA
+            major, minor = p.get("computeMajor"), p.get("computeMinor")
+            cc = None
+            if isinstance(major, int) and isinstance(minor, int):
+                cc = f"gfx{major}{minor}" if vendor == Vendor.AMD else f"{major}.{minor}"
+            out.append(
+                DeviceInfo(
+                    index=_int_or(p.get("id", k), k),
+                    name=name,
+                    vendor=vendor,
+                    memory_bytes=_int_or_none(p.get("totalGlobalMem")),
+                    sm_count=_int_or_none(p.get("numSms")),
+                    compute_capability=cc,
+                )
+            )
+    used = sorted(set(np.unique(gpu.device).tolist())) if len(gpu) else []
+    known = {d.index for d in out}
+    if used and out and not set(used) & known and len(out) == 1:
+        # ROCm numbers devices differently from deviceProperties (e.g. device 9 vs id 0):
+        # a single described device is the one in use
+        d = out[0]
+        out = [DeviceInfo(**{**d.__dict__, "index": used[0]})]
+    elif used and out and len(used) == 1 and used[0] not in known:
+        out.append(DeviceInfo(index=used[0], name="", vendor=Vendor.AMD if amd else Vendor.UNKNOWN))
+    for u in used:
+        if u not in {d.index for d in out}:
+            out.append(DeviceInfo(index=u, name="", vendor=Vendor.AMD if amd else Vendor.UNKNOWN))
+    return tuple(out)
+
+
+_SAFE_META = (
+    "schemaVersion",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "roctracer_version",
+    "record_shapes",
+    "with_stack",
+    "profile_memory",
+    "with_modules",
+    "with_flops",
+)
+
+
+def _meta(top: dict[str, Any]) -> dict[str, Any]:
+    """Top-level facts safe to show: versions and flags, never host or user names."""
+    meta: dict[str, Any] = {k: top[k] for k in _SAFE_META if k in top and not isinstance(top[k], (list, dict))}
+    dist = top.get("distributedInfo")
+    if isinstance(dist, dict):
+        for k in ("backend", "rank", "world_size", "nccl_version"):
+            if k in dist and not isinstance(dist[k], (list, dict)):
+                meta[f"distributed.{k}"] = dist[k]
+    return meta
+
+
+def iter_names(trace: Trace, codes: Iterable[int]) -> list[str]:
+    return [trace.strings[c] for c in codes]

@@ -1,0 +1,50 @@
+"""The normalized, columnar model every reader produces and every analysis reads."""
+
+from traceclass.model.enums import (
+    AnnotationKind,
+    ApiKind,
+    CopyKind,
+    GpuKind,
+    MemKind,
+    Vendor,
+)
+from traceclass.model.strings import InputsTable, OpInputs, StringTable
+from traceclass.model.tables import (
+    Annotations,
+    ApiCalls,
+    Frames,
+    GpuActivity,
+    MemoryEvents,
+    Ops,
+    PythonFrames,
+    Samples,
+    StackNodes,
+    Threads,
+)
+from traceclass.model.trace import DeviceInfo, SamplingInfo, SourceInfo, Trace
+
+__all__ = [
+    "AnnotationKind",
+    "Annotations",
+    "ApiCalls",
+    "ApiKind",
+    "CopyKind",
+    "DeviceInfo",
+    "Frames",
+    "GpuActivity",
+    "GpuKind",
+    "InputsTable",
+    "MemKind",
+    "MemoryEvents",
+    "OpInputs",
+    "Ops",
+    "PythonFrames",
+    "Samples",
+    "SamplingInfo",
+    "SourceInfo",
+    "StackNodes",
+    "StringTable",
+    "Threads",
+    "Trace",
+    "Vendor",
+]

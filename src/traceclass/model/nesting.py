@@ -1,0 +1,213 @@
+"""Vectorized structure of interval tables: nesting per thread, containment queries, key joins.
+
+No per-row Python objects: threads are looped over (there are few), rows never are, except
+in the repair path for a thread whose intervals overlap without nesting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense group id per row for the combination of ``keys`` (ids ordered by key value)."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        ks = k[order]
+        change[1:] |= ks[1:] != ks[:-1]
+    gid_sorted = np.cumsum(change) - 1
+    out = np.empty(n, dtype=np.int64)
+    out[order] = gid_sorted
+    return out, int(gid_sorted[-1]) + 1
+
+
+def lookup(table_keys: np.ndarray, query_keys: np.ndarray, missing: int = -1) -> np.ndarray:
+    """Row index in ``table_keys`` of each query key (first occurrence), ``missing`` if absent."""
+    table_keys = np.asarray(table_keys)
+    query_keys = np.asarray(query_keys)
+    if len(table_keys) == 0 or len(query_keys) == 0:
+        return np.full(len(query_keys), missing, dtype=np.int64)
+    order = np.argsort(table_keys, kind="stable")
+    sorted_keys = table_keys[order]
+    pos = np.searchsorted(sorted_keys, query_keys, side="left")
+    pos_clipped = np.minimum(pos, len(sorted_keys) - 1)
+    found = sorted_keys[pos_clipped] == query_keys
+    return np.where(found, order[pos_clipped], missing).astype(np.int64)
+
+
+def lookup2(
+    table_a: np.ndarray, table_b: np.ndarray, query_a: np.ndarray, query_b: np.ndarray
+) -> np.ndarray:
+    """Like :func:`lookup` for a two-column key (a, b)."""
+    if len(table_a) == 0 or len(query_a) == 0:
+        return np.full(len(query_a), -1, dtype=np.int64)
+    all_a = np.concatenate([table_a, query_a])
+    all_b = np.concatenate([table_b, query_b])
+    gid, _ = group_ids(all_a, all_b)
+    return lookup(gid[: len(table_a)], gid[len(table_a):])
+
+
+def nest(
+    pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parent row and depth of each interval among the intervals of its own thread.
+
+    Intervals are nested by containment; on equal starts the longer one is the parent.
+    Returns ``(parent, depth, repaired)`` where ``repaired`` counts rows whose interval
+    overlapped a sibling without nesting (they are treated as ending with their parent).
+    """
+    n = len(start)
+    parent = np.full(n, -1, dtype=np.int32)
+    depth = np.zeros(n, dtype=np.int16)
+    if n == 0:
+        return parent, depth, 0
+    thread, n_threads = group_ids(pid, tid)
+    # thread-major, start ascending, longer first on ties
+    order = np.lexsort((-(end - start), start, thread))
+    th_sorted = thread[order]
+    bounds = np.flatnonzero(np.diff(th_sorted)) + 1
+    repaired = 0
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
+        rows = order[lo:hi]
+        p, d, ok = _nest_sorted(start[rows], end[rows])
+        if not ok:
+            p, d, fixed = _nest_sorted_slow(start[rows], end[rows])
+            repaired += fixed
+        parent[rows] = np.where(p >= 0, rows[np.maximum(p, 0)], -1)
+        depth[rows] = d
+    return parent, depth, repaired
+
+
+def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Nesting of one thread's intervals sorted by (start, -duration). Fast path."""
+    m = len(s)
+    idx = np.arange(m)
+    ends_sorted = np.sort(e)
+    closed = np.searchsorted(ends_sorted, s, side="right")
+    # intervals ending at or before s_i are closed when i opens, except zero-length ones that
+    # start at s_i and come at or after i in the order (they sort last among equal starts)
+    zero = (e == s).astype(np.int64)
+    cum_zero = np.r_[0, np.cumsum(zero)]
+    group_end = np.searchsorted(s, s, side="right")
+    closed -= cum_zero[group_end] - cum_zero[idx]
+    d = idx - closed
+    if m and (d.min() < 0):
+        return np.full(m, -1), np.zeros(m, dtype=np.int16), False
+    parent = np.full(m, -1, dtype=np.int64)
+    maxd = int(d.max()) if m else 0
+    for level in range(1, maxd + 1):
+        child = np.flatnonzero(d == level)
+        cand = np.flatnonzero(d == level - 1)
+        if len(cand) == 0:
+            return parent, d.astype(np.int16), False
+        k = np.searchsorted(cand, child, side="right") - 1
+        if (k < 0).any():
+            return parent, d.astype(np.int16), False
+        parent[child] = cand[k]
+    # verify containment: the child starts inside its parent and does not outlive it
+    has = parent >= 0
+    pp = parent[has]
+    ok = bool(np.all(s[pp] <= s[has]) and np.all(e[pp] >= e[has]))
+    return parent, d.astype(np.int16), ok
+
+
+def _nest_sorted_slow(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Stack-based nesting for a thread with overlapping intervals; clips children to parents."""
+    m = len(s)
+    parent = np.full(m, -1, dtype=np.int64)
+    depth = np.zeros(m, dtype=np.int16)
+    stack: list[int] = []
+    eff_end: list[int] = []
+    fixed = 0
+    s_l = s.tolist()
+    e_l = e.tolist()
+    for i in range(m):
+        while stack and eff_end[-1] <= s_l[i]:
+            stack.pop()
+            eff_end.pop()
+        end_i = e_l[i]
+        if stack:
+            parent[i] = stack[-1]
+            if end_i > eff_end[-1]:
+                end_i = eff_end[-1]
+                fixed += 1
+        depth[i] = len(stack)
+        stack.append(i)
+        eff_end.append(end_i)
+    return parent, depth, fixed
+
+
+def innermost_containing(
+    iv_pid: np.ndarray,
+    iv_tid: np.ndarray,
+    iv_start: np.ndarray,
+    iv_end: np.ndarray,
+    iv_depth: np.ndarray,
+    q_pid: np.ndarray,
+    q_tid: np.ndarray,
+    q_time: np.ndarray,
+) -> np.ndarray:
+    """For each query point, the deepest interval of the same thread with start <= t <= end.
+
+    Returns row indices into the interval table, -1 where no interval contains the point.
+    """
+    nq = len(q_time)
+    out = np.full(nq, -1, dtype=np.int64)
+    if nq == 0 or len(iv_start) == 0:
+        return out
+    n_iv = len(iv_start)
+    gid, _ = group_ids(np.concatenate([iv_pid, q_pid]), np.concatenate([iv_tid, q_tid]))
+    iv_th, q_th = gid[:n_iv], gid[n_iv:]
+    best_depth = np.full(nq, -1, dtype=np.int64)
+    # process per (thread, depth): intervals of one thread at one depth are disjoint
+    key_order = np.lexsort((iv_start, iv_depth, iv_th))
+    th_s, d_s = iv_th[key_order], iv_depth[key_order]
+    change = np.flatnonzero((np.diff(th_s) != 0) | (np.diff(d_s) != 0)) + 1
+    q_order = np.argsort(q_th, kind="stable")
+    q_th_sorted = q_th[q_order]
+    for lo, hi in zip(np.r_[0, change], np.r_[change, n_iv]):
+        rows = key_order[lo:hi]
+        th = th_s[lo]
+        a = np.searchsorted(q_th_sorted, th, side="left")
+        b = np.searchsorted(q_th_sorted, th, side="right")
+        if a == b:
+            continue
+        qs = q_order[a:b]
+        t = q_time[qs]
+        starts = iv_start[rows]
+        k = np.searchsorted(starts, t, side="right") - 1
+        valid = k >= 0
+        kk = np.maximum(k, 0)
+        cand = rows[kk]
+        valid &= iv_end[cand] >= t
+        dep = int(d_s[lo])
+        better = valid & (dep > best_depth[qs])
+        out[qs[better]] = cand[better]
+        best_depth[qs[better]] = dep
+    return out
+
+
+def ancestors_until(parent: np.ndarray, start_rows: np.ndarray, accept: np.ndarray) -> np.ndarray:
+    """For each row, the nearest row on its parent chain (itself included) where ``accept`` holds.
+
+    ``accept`` is a boolean per row of the table. Returns -1 where no ancestor is accepted.
+    Vectorized pointer jumping: at most depth iterations over the shrinking frontier.
+    """
+    cur = np.asarray(start_rows, dtype=np.int64).copy()
+    out = np.full(len(cur), -1, dtype=np.int64)
+    active = cur >= 0
+    while active.any():
+        rows = cur[active]
+        hit = accept[rows]
+        idx = np.flatnonzero(active)
+        out[idx[hit]] = rows[hit]
+        active[idx[hit]] = False
+        nxt = parent[rows[~hit]]
+        cur[idx[~hit]] = nxt
+        active[idx[~hit]] = nxt >= 0
+    return out

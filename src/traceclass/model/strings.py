@@ -1,0 +1,163 @@
+"""Interned strings and op input signatures.
+
+Tables never hold Python strings per row: a name column holds int32 codes into the trace's
+:class:`StringTable`. Predicates over names (``startswith("nccl")``) are evaluated once per
+distinct string and broadcast to rows with :meth:`StringTable.mask`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+
+class StringTable:
+    """Append-only table of distinct strings; code ``-1`` means "no string"."""
+
+    __slots__ = ("_values", "_index", "_array")
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self._values: list[str] = []
+        self._index: dict[str, int] = {}
+        self._array: np.ndarray | None = None
+        for v in values:
+            self.intern(v)
+
+    def intern(self, value: str) -> int:
+        code = self._index.get(value)
+        if code is None:
+            code = len(self._values)
+            self._values.append(value)
+            self._index[value] = code
+            self._array = None
+        return code
+
+    def intern_many(self, values: Sequence[str | None]) -> np.ndarray:
+        """Codes for a sequence of strings (``None`` -> -1)."""
+        index = self._index
+        out = np.empty(len(values), dtype=np.int32)
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = -1
+                continue
+            code = index.get(v)
+            if code is None:
+                code = self.intern(v)
+            out[i] = code
+        return out
+
+    def code(self, value: str) -> int:
+        """Code of ``value`` or -1 when absent (does not intern)."""
+        return self._index.get(value, -1)
+
+    def __getitem__(self, code: int) -> str:
+        if code < 0:
+            return ""
+        return self._values[code]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def values(self) -> list[str]:
+        return self._values
+
+    def array(self) -> np.ndarray:
+        """All strings as an object array (cached), so ``array()[codes]`` decodes a column."""
+        if self._array is None or len(self._array) != len(self._values):
+            self._array = np.array(self._values + [""], dtype=object)  # last slot serves -1
+        return self._array
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Object array of strings for a code column (-1 -> "")."""
+        arr = self.array()
+        return arr[np.where(codes < 0, len(arr) - 1, codes)]
+
+    def mask(self, codes: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
+        """Boolean mask over ``codes``: ``predicate`` evaluated once per distinct string."""
+        per_string = np.fromiter(
+            (bool(predicate(s)) for s in self._values), dtype=bool, count=len(self._values)
+        )
+        per_string = np.append(per_string, False)  # code -1
+        codes = np.asarray(codes)
+        return per_string[np.where(codes < 0, len(per_string) - 1, codes)]
+
+    def map(self, codes: np.ndarray, fn: Callable[[str], int], dtype: object = np.int64) -> np.ndarray:
+        """Integer value per row computed once per distinct string (-1 code -> fn(""))."""
+        per_string = np.fromiter(
+            (fn(s) for s in self._values + [""]), dtype=dtype, count=len(self._values) + 1
+        )
+        codes = np.asarray(codes)
+        return per_string[np.where(codes < 0, len(per_string) - 1, codes)]
+
+
+Dims = tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInputs:
+    """Recorded inputs of an op call (torch ``record_shapes`` / NVTX ``sizes``).
+
+    One entry per positional input. ``dims[i]`` is ``None`` for non-tensor inputs or lists;
+    ``dtypes[i]`` is the recorded type string (``float``, ``c10::BFloat16``, ``Scalar``, ``""``).
+    ``strides`` is ``None`` when the trace did not record strides. ``concrete`` holds scalar
+    values as strings (``""`` for tensors) when recorded.
+    """
+
+    dims: tuple[Dims | None, ...]
+    dtypes: tuple[str, ...]
+    strides: tuple[Dims | None, ...] | None = None
+    concrete: tuple[str, ...] | None = None
+
+    def label(self) -> str:
+        """Compact shape text for reports, e.g. ``[512x768] bf16, [768x768] bf16``."""
+        from traceclass.model.dtypes import short_dtype
+
+        parts = []
+        for i, d in enumerate(self.dims):
+            dt = short_dtype(self.dtypes[i]) if i < len(self.dtypes) else ""
+            if d is None:
+                if self.concrete is not None and i < len(self.concrete) and self.concrete[i]:
+                    parts.append(self.concrete[i])
+                continue
+            shape = "x".join(str(x) for x in d) if d else "scalar"
+            parts.append(f"[{shape}]" + (f" {dt}" if dt else ""))
+        return ", ".join(parts)
+
+
+class InputsTable:
+    """Distinct :class:`OpInputs` of a trace; op rows reference them by int32 code."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self) -> None:
+        self._values: list[OpInputs] = []
+        self._index: dict[object, int] = {}
+
+    def intern(self, key: object, make: Callable[[], OpInputs | None]) -> int:
+        """Code for ``key`` (any hashable raw form); ``make`` parses it the first time."""
+        code = self._index.get(key)
+        if code is None:
+            value = make()
+            if value is None:
+                self._index[key] = -1
+                return -1
+            code = len(self._values)
+            self._values.append(value)
+            self._index[key] = code
+        return code
+
+    def add(self, value: OpInputs) -> int:
+        return self.intern(value, lambda: value)
+
+    def __getitem__(self, code: int) -> OpInputs | None:
+        return None if code < 0 else self._values[code]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def values(self) -> list[OpInputs]:
+        return self._values

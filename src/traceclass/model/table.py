@@ -1,0 +1,99 @@
+"""Columnar table base class.
+
+A table is a frozen dataclass whose fields are equally long numpy arrays, one per column.
+Column names are the dataclass field names, declared once in :mod:`traceclass.model.tables`;
+code elsewhere reads ``trace.gpu.start_ns``, never ``df["start_ns"]``. Each field's
+``metadata["dtype"]`` fixes the column's dtype and ``metadata["fill"]`` the value that means
+"unknown" (``-1`` for indices and ids, ``NaN`` for floats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+T = TypeVar("T", bound="Table")
+
+
+def column(dtype: Any, fill: Any = -1, doc: str = "") -> Any:
+    """Declare a column: its numpy dtype, the fill value for "unknown", and its meaning."""
+    return dataclasses.field(metadata={"dtype": np.dtype(dtype), "fill": fill, "doc": doc})
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """Base of every model table. Subclasses only declare columns."""
+
+    __doc_columns__: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        n = None
+        for f in dataclasses.fields(self):
+            arr = np.asarray(getattr(self, f.name))
+            want = f.metadata["dtype"]
+            if arr.dtype != want:
+                arr = arr.astype(want)
+            if arr.ndim != 1:
+                raise ValueError(f"{type(self).__name__}.{f.name}: column must be 1-D")
+            if n is None:
+                n = len(arr)
+            elif len(arr) != n:
+                raise ValueError(
+                    f"{type(self).__name__}.{f.name}: {len(arr)} rows, expected {n}"
+                )
+            object.__setattr__(self, f.name, arr)
+
+    def __len__(self) -> int:
+        first = dataclasses.fields(self)[0].name
+        return len(getattr(self, first))
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def empty(cls: type[T]) -> T:
+        return cls.build(0)
+
+    @classmethod
+    def build(cls: type[T], n: int, **cols: Any) -> T:
+        """Make a table of ``n`` rows; columns not given are filled with their "unknown" value."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in cols:
+                values[f.name] = np.asarray(cols.pop(f.name), dtype=f.metadata["dtype"])
+            else:
+                values[f.name] = np.full(n, f.metadata["fill"], dtype=f.metadata["dtype"])
+        if cols:
+            raise TypeError(f"{cls.__name__}: unknown columns {sorted(cols)}")
+        return cls(**values)
+
+    def take(self: T, index: Any) -> T:
+        """Rows selected by an index array or boolean mask, as a new table."""
+        return type(self)(**{name: getattr(self, name)[index] for name in self.columns()})
+
+    def replace(self: T, **cols: Any) -> T:
+        return dataclasses.replace(self, **cols)
+
+    @classmethod
+    def concat(cls: type[T], parts: list[T]) -> T:
+        if not parts:
+            return cls.empty()
+        return cls(
+            **{name: np.concatenate([getattr(p, name) for p in parts]) for name in cls.columns()}
+        )
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame view of the table (copies nothing it does not have to)."""
+        import pandas as pd
+
+        return pd.DataFrame({name: getattr(self, name) for name in self.columns()}, copy=False)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(column, dtype, meaning) for documentation."""
+        return [
+            (f.name, str(f.metadata["dtype"]), f.metadata["doc"]) for f in dataclasses.fields(cls)
+        ]

@@ -1,0 +1,119 @@
+"""The normalized trace: what every reader produces and every analysis consumes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from traceclass.model.enums import Vendor
+from traceclass.model.strings import InputsTable, StringTable
+from traceclass.model.tables import (
+    Annotations,
+    ApiCalls,
+    Frames,
+    GpuActivity,
+    MemoryEvents,
+    Ops,
+    PythonFrames,
+    Samples,
+    StackNodes,
+    Threads,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """One accelerator (or the host CPU) as the trace describes it."""
+
+    index: int
+    name: str
+    vendor: Vendor = Vendor.UNKNOWN
+    memory_bytes: int | None = None
+    sm_count: int | None = None  # SMs (NVIDIA) or CUs (AMD)
+    compute_capability: str | None = None  # "9.0" NVIDIA; "gfx 9.4" AMD
+    memory_bandwidth_bps: float | None = None  # measured/reported by the profiler, bytes/s
+    clock_hz: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceInfo:
+    """Where the trace came from. ``path`` is the path the user gave."""
+
+    path: str
+    format: str  # "kineto", "nsys-sqlite", "pyspy-speedscope", "speedscope", "collapsed", "chrome-trace"
+    producer: str = ""  # "torch.profiler", "Nsight Systems 2024.5.4", "py-spy@0.4.3"
+    format_version: str = ""
+    size_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingInfo:
+    """How a sampled CPU profile was taken, as far as the file tells."""
+
+    interval_ns: int | None = None
+    includes_idle: bool | None = None  # py-spy --idle (None: cannot tell)
+    gil_only: bool | None = None  # py-spy --gil
+    has_line_numbers: bool = True
+    timed: bool = False  # samples carry timestamps
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """A profiling session in columnar form.
+
+    Tables may be empty: a CPU-only torch trace has no ``gpu`` rows, an nsys export without
+    NVTX has no ``annotations``, a py-spy profile has only ``samples``. ``captured`` names the
+    kinds of data the source recorded (an empty table that was captured means "none happened";
+    one that was not captured means "unknown"), and ``notes`` carries reader remarks for the
+    report (missing tables, tolerated damage).
+    """
+
+    source: SourceInfo
+    strings: StringTable
+    inputs: InputsTable
+    devices: tuple[DeviceInfo, ...] = ()
+    threads: Threads = dataclasses.field(default_factory=Threads.empty)
+    ops: Ops = dataclasses.field(default_factory=Ops.empty)
+    annotations: Annotations = dataclasses.field(default_factory=Annotations.empty)
+    python: PythonFrames = dataclasses.field(default_factory=PythonFrames.empty)
+    api: ApiCalls = dataclasses.field(default_factory=ApiCalls.empty)
+    gpu: GpuActivity = dataclasses.field(default_factory=GpuActivity.empty)
+    memory: MemoryEvents = dataclasses.field(default_factory=MemoryEvents.empty)
+    frames: Frames = dataclasses.field(default_factory=Frames.empty)
+    stacks: StackNodes = dataclasses.field(default_factory=StackNodes.empty)
+    samples: Samples = dataclasses.field(default_factory=Samples.empty)
+    sampling: SamplingInfo | None = None
+    window: tuple[int, int] | None = None  # profiler window [start, end) in ns, when recorded
+    captured: frozenset[str] = frozenset()
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def replace(self, **changes: Any) -> "Trace":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def has_gpu(self) -> bool:
+        return len(self.gpu) > 0
+
+    def time_bounds(self) -> tuple[int, int] | None:
+        """Earliest start and latest end over all timed rows, or the recorded window."""
+        lo, hi = [], []
+        for t in (self.ops, self.annotations, self.api, self.gpu, self.python):
+            if len(t):
+                lo.append(int(t.start_ns.min()))
+                hi.append(int(t.end_ns.max()))
+        if not lo:
+            return self.window
+        return min(lo), max(hi)
+
+    def device(self, index: int) -> DeviceInfo | None:
+        for d in self.devices:
+            if d.index == index:
+                return d
+        return None
+
+    def names(self, codes: np.ndarray) -> np.ndarray:
+        """Decode a name column to an object array of strings."""
+        return self.strings.decode(codes)

@@ -1,0 +1,139 @@
+"""Exact interval algebra on integer-nanosecond intervals ``[start, end)``.
+
+An *interval set* is a pair of sorted, disjoint, non-touching int64 arrays ``(starts, ends)``
+as returned by :func:`merge`. Every function is O(n log n) or better and vectorized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def empty() -> Intervals:
+    return _EMPTY[0].copy(), _EMPTY[1].copy()
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Union of intervals as a sorted disjoint set; zero-length intervals vanish."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    keep = ends > starts
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return empty()
+    order = np.argsort(starts, kind="stable")
+    s = starts[order]
+    e = np.maximum.accumulate(ends[order])
+    # a new group starts where the start lies after every earlier end (touching intervals merge)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return s[first], e[last]
+
+
+def total(iv: Intervals) -> int:
+    """Total length of a merged interval set."""
+    return int((iv[1] - iv[0]).sum())
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    return total(merge(starts, ends))
+
+
+def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
+    """Intersection of a merged set with the window ``[lo, hi)``."""
+    s, e = iv
+    s2 = np.maximum(s, lo)
+    e2 = np.minimum(e, hi)
+    keep = e2 > s2
+    return s2[keep], e2[keep]
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two merged sets."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return empty()
+    # sweep over all boundaries: coverage count 2 means both sets cover the point
+    pts = np.concatenate([a[0], a[1], b[0], b[1]])
+    delta = np.concatenate(
+        [np.ones(len(a[0])), -np.ones(len(a[1])), np.ones(len(b[0])), -np.ones(len(b[1]))]
+    ).astype(np.int64)
+    order = np.lexsort((delta, pts))  # at equal points, ends (-1) before starts (+1)
+    pts, delta = pts[order], delta[order]
+    cover = np.cumsum(delta)
+    inside = cover == 2
+    starts = pts[inside]
+    # the interval where cover==2 ends at the next boundary point
+    nxt = np.flatnonzero(inside) + 1
+    ends = pts[nxt]
+    keep = ends > starts
+    return merge(starts[keep], ends[keep])
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """Parts of merged set ``a`` not covered by merged set ``b``."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return a
+    pts = np.concatenate([a[0], a[1], b[0], b[1]])
+    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(2 * len(b[0]))])
+    db = np.concatenate([np.zeros(2 * len(a[0])), np.ones(len(b[0])), -np.ones(len(b[1]))])
+    order = np.argsort(pts, kind="stable")
+    pts = pts[order]
+    ca = np.cumsum(da[order].astype(np.int64))
+    cb = np.cumsum(db[order].astype(np.int64))
+    inside = (ca > 0) & (cb == 0)
+    idx = np.flatnonzero(inside[:-1])
+    starts, ends = pts[idx], pts[idx + 1]
+    keep = ends > starts
+    return merge(starts[keep], ends[keep])
+
+
+def overlap_each(starts: np.ndarray, ends: np.ndarray, cover: Intervals) -> np.ndarray:
+    """For each interval ``[starts[i], ends[i])``, the length covered by merged set ``cover``."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if len(starts) == 0 or len(cover[0]) == 0:
+        return np.zeros(len(starts), dtype=np.int64)
+    cs, ce = cover
+    cum = np.r_[0, np.cumsum(ce - cs)]  # covered length before cover interval k
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        # covered length in (-inf, t)
+        k = np.searchsorted(cs, t, side="right")  # cover intervals starting at or before t
+        base = cum[k]
+        last = np.maximum(k - 1, 0)
+        partial = np.where(k > 0, np.clip(ce[last] - t, 0, None), 0)
+        return base - partial
+
+    return covered_before(ends) - covered_before(starts)
+
+
+def gaps(iv: Intervals, lo: int | None = None, hi: int | None = None) -> Intervals:
+    """Uncovered stretches of a merged set inside ``[lo, hi)`` (defaults: the set's span)."""
+    s, e = iv
+    if len(s) == 0:
+        if lo is None or hi is None or hi <= lo:
+            return empty()
+        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+    lo = int(s[0]) if lo is None else lo
+    hi = int(e[-1]) if hi is None else hi
+    gs = np.r_[lo, e]
+    ge = np.r_[s, hi]
+    gs = np.maximum(gs, lo)
+    ge = np.minimum(ge, hi)
+    keep = ge > gs
+    return gs[keep], ge[keep]
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """Percentile with linear interpolation (numpy's default, same as pandas and HTA)."""
+    if len(values) == 0:
+        return float("nan")
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
