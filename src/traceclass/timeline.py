@@ -137,3 +137,32 @@ def percentile(values: np.ndarray, q: float) -> float:
     if len(values) == 0:
         return float("nan")
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union length of the intervals of each group, for all groups at once.
+
+    Returns ``(groups, lengths)`` with ``groups`` sorted ascending. Each group's intervals are
+    shifted onto a private stretch of a common axis (rebased at the group's first start and
+    laid end to end), so one global :func:`merge` never joins intervals of different groups
+    and nothing overflows int64 however far apart the groups lie in time.
+    """
+    group = np.asarray(group, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.maximum(np.asarray(ends, dtype=np.int64), starts)
+    if len(group) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ug, inv = np.unique(group, return_inverse=True)
+    inv = inv.reshape(-1)
+    gmin = np.full(len(ug), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(gmin, inv, starts)
+    gmax = np.full(len(ug), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(gmax, inv, ends)
+    span = gmax - gmin + 1
+    offset = np.r_[0, np.cumsum(span)[:-1]]
+    shift = offset[inv] - gmin[inv]
+    ms, me = merge(starts + shift, ends + shift)
+    owner = np.searchsorted(offset, ms, side="right") - 1
+    lengths = np.bincount(owner, weights=(me - ms).astype(np.float64), minlength=len(ug))
+    # float64 bincount is exact below 2**53 ns (104 days) per group
+    return ug, np.rint(lengths).astype(np.int64)

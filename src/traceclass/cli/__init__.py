@@ -1,0 +1,76 @@
+"""Command-line interface. The only place that prints to the terminal or exits.
+
+Subcommands are modules of this package that define ``COMMAND`` (its name), ``HELP`` (one
+line) and ``register(parser)`` which adds arguments and sets ``func(args) -> int``. They are
+discovered, so adding a command touches no central table.
+
+Exit codes: 0 success; 1 a gate failed (``check``, or ``--fail-on``); 2 bad input, bad
+configuration or a missing external tool; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import Sequence
+
+from traceclass import __version__
+from traceclass.errors import TraceclassError
+
+_ORDER = ("analyze", "rules", "explain", "export", "record", "diff", "baseline", "check")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traceclass",
+        description=(
+            "Turn a profiling session (torch.profiler JSON, Nsight Systems SQLite, py-spy) "
+            "into a bottleneck verdict: where the time goes, what bounds it, what to fix first."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"traceclass {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    modules = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(mod, "COMMAND") and hasattr(mod, "register"):
+            modules.append(mod)
+    modules.sort(key=lambda m: (_ORDER.index(m.COMMAND) if m.COMMAND in _ORDER else 99, m.COMMAND))
+    for mod in modules:
+        p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        mod.register(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TraceclassError as exc:
+        print(f"traceclass: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("traceclass: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, never a traceback
+        if getattr(args, "debug", False):
+            raise
+        where = getattr(args, "trace", None) or getattr(args, "input", None) or ""
+        where = f"{where}: " if isinstance(where, str) and where else ""
+        print(
+            f"traceclass: {where}internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+            "rerun with --debug for details",
+            file=sys.stderr,
+        )
+        return 2

@@ -1,0 +1,186 @@
+"""Configuration: one object, built once, passed down. No globals, no environment switches.
+
+Sources, later ones winning: built-in defaults (analysis settings below; rule thresholds in
+``rules/thresholds.toml``), ``[tool.traceclass]`` in the ``pyproject.toml`` of the current
+directory, a ``--config FILE`` (TOML, same layout as ``[tool.traceclass]``), then CLI flags.
+Unknown keys are errors, so a typo never silently keeps a default.
+
+Layout::
+
+    [tool.traceclass]
+    warmup_steps = 1
+    latency_floor_us = 5.0
+
+    [tool.traceclass.rules.TC201]        # or [tool.traceclass.TC201]
+    max_kernel_us = 10
+
+    [tool.traceclass.check]
+    step_p50_pct = 5
+
+    [tool.traceclass.budgets]
+    "stage:preprocess" = "10ms"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from traceclass.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisConfig:
+    #: steps reported as warm-up, apart from steady state (the first steps of a run compile,
+    #: autotune and allocate; 1 is torch.profiler's usual warm-up)
+    warmup_steps: int = 1
+    #: GPU work whose roofline lower-bound time is below this is latency-bound: a CUDA kernel
+    #: launch costs ~2-5 us of host time and a few us on the device before any roof matters
+    latency_floor_us: float = 5.0
+    #: the same for CPU ops: PyTorch eager dispatch costs ~1-10 us per op on the host
+    cpu_latency_floor_us: float = 10.0
+    #: rows in the markdown op/kernel tables
+    top_n: int = 15
+    device: str | None = None  # --device NAME override
+    cpu_device: str | None = None  # --cpu NAME override
+
+
+_ANALYSIS_KEYS = {f.name for f in dataclasses.fields(AnalysisConfig)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    analysis: AnalysisConfig
+    rules: Mapping[str, Mapping[str, Any]]  # code -> thresholds
+    check: Mapping[str, Any]
+    budgets: Mapping[str, int]  # stage name -> budget in ns
+    sources: tuple[str, ...] = ()  # where settings came from, for the report
+    select: tuple[str, ...] = ()  # rule codes or prefixes to run (empty = all)
+    ignore: tuple[str, ...] = ()
+
+
+def default_thresholds() -> dict[str, dict[str, Any]]:
+    """Rule thresholds shipped in rules/thresholds.toml."""
+    try:
+        text = resources.files("traceclass.rules").joinpath("thresholds.toml").read_text("utf-8")
+    except (FileNotFoundError, ModuleNotFoundError):
+        return {}
+    data = tomllib.loads(text)
+    return {k: dict(v) for k, v in data.items() if isinstance(v, dict)}
+
+
+DEFAULT_CHECK = {
+    "step_p50_pct": 5.0,
+    "step_p99_pct": 5.0,
+    "gpu_busy_pct_points": 5.0,
+    "peak_memory_pct": 5.0,
+    "stage_p50_pct": 5.0,
+}
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)\s*$")
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration_ns(value: Any, where: str) -> int:
+    """``"10ms"`` -> 10_000_000; bare numbers are milliseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(round(float(value) * 1e6))
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return int(round(float(m.group(1)) * _UNIT_NS[m.group(2)]))
+    raise ConfigError(f"{where}: {value!r} is not a duration (examples: \"10ms\", \"250us\", 1.5)")
+
+
+def load_config(
+    config_file: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    rules = default_thresholds()
+    analysis: dict[str, Any] = {}
+    check = dict(DEFAULT_CHECK)
+    budgets: dict[str, int] = {}
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    sources = ["defaults"]
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    pyproject = Path(cwd or os.getcwd()) / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{pyproject}: invalid TOML ({exc})") from None
+        tool = data.get("tool", {}).get("traceclass")
+        if isinstance(tool, dict):
+            tables.append((f"{pyproject} [tool.traceclass]", tool))
+    if config_file is not None:
+        p = Path(config_file)
+        try:
+            data = tomllib.loads(p.read_text("utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: no such config file") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: invalid TOML ({exc})") from None
+        tool = data.get("tool", {}).get("traceclass", data) if "tool" in data else data
+        tables.append((str(p), tool))
+    for where, table in tables:
+        sources.append(where)
+        for key, value in table.items():
+            if key in _ANALYSIS_KEYS:
+                analysis[key] = value
+            elif key == "rules" and isinstance(value, dict):
+                for code, th in value.items():
+                    _merge_rule(rules, code, th, where)
+            elif re.fullmatch(r"TC\d{3}", key) and isinstance(value, dict):
+                _merge_rule(rules, key, value, where)
+            elif key == "check" and isinstance(value, dict):
+                for ck, cv in value.items():
+                    if ck not in DEFAULT_CHECK:
+                        raise ConfigError(f"{where}: unknown check threshold {ck!r}; known: {', '.join(DEFAULT_CHECK)}")
+                    check[ck] = float(cv)
+            elif key == "budgets" and isinstance(value, dict):
+                for stage, v in value.items():
+                    budgets[str(stage)] = parse_duration_ns(v, f"{where}: budgets.{stage}")
+            elif key == "select":
+                select = tuple(str(x) for x in (value if isinstance(value, list) else [value]))
+            elif key == "ignore":
+                ignore = tuple(str(x) for x in (value if isinstance(value, list) else [value]))
+            else:
+                raise ConfigError(f"{where}: unknown setting {key!r}")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            analysis[key] = value
+    try:
+        acfg = AnalysisConfig(**analysis)
+    except TypeError as exc:
+        raise ConfigError(f"invalid analysis setting: {exc}") from None
+    if acfg.warmup_steps < 0 or acfg.latency_floor_us < 0 or acfg.top_n <= 0:
+        raise ConfigError("warmup_steps and latency floors must be >= 0, top_n > 0")
+    return Config(analysis=acfg, rules=rules, check=check, budgets=budgets,
+                  sources=tuple(sources), select=select, ignore=ignore)
+
+
+def _merge_rule(rules: dict[str, dict[str, Any]], code: str, th: Any, where: str) -> None:
+    if code not in rules:
+        raise ConfigError(f"{where}: unknown rule code {code!r}")
+    if not isinstance(th, dict):
+        raise ConfigError(f"{where}: thresholds for {code} must be a table")
+    for k, v in th.items():
+        if k not in rules[code]:
+            raise ConfigError(f"{where}: unknown threshold {code}.{k}; known: {', '.join(rules[code])}")
+        if type(v) is not type(rules[code][k]) and not (
+            isinstance(v, (int, float)) and isinstance(rules[code][k], (int, float))
+        ):
+            raise ConfigError(f"{where}: {code}.{k} must be like {rules[code][k]!r}, got {v!r}")
+        rules[code][k] = v

@@ -1,0 +1,1 @@
+"""Writers that convert a Trace into other tools' formats (speedscope)."""
