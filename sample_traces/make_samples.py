@@ -34,7 +34,7 @@ Traces (name -> workload):
 * ``dataloader``: a small CNN trained from a ``DataLoader`` (``num_workers=0``) whose
   ``__getitem__`` decodes each sample in pure Python; ``next(iter)`` runs in ``stage:data``.
 * ``diff_baseline`` / ``diff_candidate``: the same inference model and inputs; the baseline
-  makes a ``[8, 512, 256]`` float tensor contiguous (``permute(0, 2, 1).contiguous()``) before a
+  copies the 8 MiB ``[8, 512, 512]`` input with ``permute(0, 2, 1).contiguous()`` before a
   ``bmm``, the candidate passes the permuted view to ``bmm`` directly. The only op-level
   difference is that ``aten::contiguous -> aten::clone -> aten::copy_``.
 """
