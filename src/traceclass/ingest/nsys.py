@@ -1,0 +1,423 @@
+"""Nsight Systems exports -> :class:`~traceclass.model.Trace`.
+
+``read_nsys_sqlite`` reads an ``nsys export --type sqlite`` file (2020.3 to 2025.5 layouts,
+facts in ``shared/reference/nsys-sqlite.md``); ``read_nsys_report`` exports a binary
+``.nsys-rep``/``.qdrep`` with the ``nsys`` CLI first. The pieces live in ``nsys_schema``
+(safe access, versions, column reads), ``nsys_cuda`` (API and GPU tables), ``nsys_nvtx``
+(NVTX ranges and torch ``emit_nvtx`` ops) and ``nsys_samples`` (CPU sampling).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from traceclass.errors import TraceFormatError
+from traceclass.ingest.nsys_cuda import (
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    RUNTIME,
+    SYNC,
+    read_api,
+    read_gpu,
+    split_global_tid,
+)
+from traceclass.ingest.nsys_nvtx import NVTX, read_nvtx
+from traceclass.ingest.nsys_samples import EVENTS, read_samples
+from traceclass.ingest.nsys_schema import NsysDb, detect_version, qi, sqlite_problem, text
+from traceclass.ingest.source import Progress
+from traceclass.model import (
+    DeviceInfo,
+    GpuActivity,
+    InputsTable,
+    SourceInfo,
+    StringTable,
+    Threads,
+    Trace,
+    Vendor,
+)
+from traceclass.model.link import link
+from traceclass.model.nesting import group_ids, lookup2
+
+#: Seconds ``nsys export`` may take before we give up on it.
+NSYS_EXPORT_TIMEOUT_S = 900
+
+
+def read_nsys_sqlite(path: str | os.PathLike[str], progress: Progress = None) -> Trace:
+    """Read an Nsight Systems SQLite export.
+
+    The file is opened read-only and never modified. Raises :class:`TraceFormatError` for a
+    file that is not an nsys export or cannot be read.
+    """
+    p = str(path)
+    db = NsysDb(p)
+    try:
+        return _read(db, p, progress)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(p, sqlite_problem(exc)) from None
+    finally:
+        db.close()
+
+
+def read_nsys_report(path: str | os.PathLike[str], progress: Progress = None) -> Trace:
+    """Export a binary ``.nsys-rep``/``.qdrep`` report with ``nsys`` and read the result."""
+    p = str(path)
+    command_hint = f"nsys export --type sqlite --output report.sqlite {shlex.quote(p)}"
+    if not os.path.isfile(p):
+        raise TraceFormatError(p, "no such file")
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise TraceFormatError(
+            p,
+            "binary Nsight Systems report and `nsys` is not on PATH; export it first with "
+            f"`{command_hint}` and analyze report.sqlite",
+        )
+    with tempfile.TemporaryDirectory(prefix="traceclass-nsys-") as tmp:
+        out = os.path.join(tmp, "x.sqlite")
+        if progress is not None:
+            progress("nsys export", 0, 1)
+        try:
+            proc = subprocess.run(
+                [nsys, "export", "--type", "sqlite", "--output", out, p],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=NSYS_EXPORT_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise TraceFormatError(
+                p, f"`nsys export` did not finish within {NSYS_EXPORT_TIMEOUT_S} s; run `{command_hint}` yourself"
+            ) from None
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot run nsys ({exc.strerror or exc})") from None
+        if proc.returncode != 0 or not os.path.isfile(out):
+            said = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit status {proc.returncode}"
+            raise TraceFormatError(p, f"`nsys export` failed: {said}")
+        trace = read_nsys_sqlite(out, progress=progress)
+    meta = dict(trace.meta)
+    meta["nsys.exported_from"] = "nsys-rep"
+    source = SourceInfo(
+        path=p,
+        format=trace.source.format,
+        producer=trace.source.producer,
+        format_version=trace.source.format_version,
+        size_bytes=os.path.getsize(p),
+    )
+    return trace.replace(source=source, meta=meta)
+
+
+def _last_line(raw: bytes | None) -> str:
+    lines = [ln.strip() for ln in (raw or b"").decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+def _read(db: NsysDb, path: str, progress: Progress) -> Trace:
+    steps = ["metadata", RUNTIME, KERNEL, MEMCPY, MEMSET, SYNC, NVTX, EVENTS, "linking"]
+    done = [0]
+
+    def phase(name: str) -> None:
+        if progress is not None:
+            progress(f"reading {name}", min(done[0], len(steps)), len(steps))
+        done[0] += 1
+
+    phase("metadata")
+    version = detect_version(db)
+    strings = StringTable()
+    inputs = InputsTable()
+    notes: list[str] = []
+    window = _window(db)
+
+    phase(RUNTIME)
+    api, api_proc = read_api(db, strings, notes)
+    gpu = read_gpu(db, strings, api, api_proc, notes, phase)
+
+    data_end = max(
+        [int(t.end_ns.max()) for t in (api, gpu) if len(t)], default=None
+    )
+    trace_end = window[1] if window else data_end
+    phase(NVTX)
+    nvtx = read_nvtx(db, strings, inputs, trace_end)
+    phase(EVENTS)
+    sampled = read_samples(db, strings)
+
+    capture_types = {v for k, v in db.key_values("META_DATA_CAPTURE") if k == "CAPTURE_EVENT_TYPE"}
+    captured = set()
+    if any(t in db.columns for t in (KERNEL, MEMCPY, MEMSET)):
+        captured.add("gpu")
+    if RUNTIME in db.columns:
+        captured.add("api")
+    if nvtx is not None:
+        captured.add("annotations")
+        notes.extend(nvtx.notes)
+        if len(nvtx.ops):
+            captured.add("ops")
+        if nvtx.has_shapes:
+            captured.add("shapes")
+    if sampled is not None:
+        captured.add("samples")
+    notes.extend(_absence_notes(db, nvtx is not None, capture_types))
+    if len(gpu):
+        unlinked = int(((gpu.api < 0) & (gpu.kind == 0)).sum())
+        if unlinked and RUNTIME in db.columns:
+            notes.append(f"{unlinked} kernels have no matching CUDA API call (correlation id)")
+
+    ann = nvtx.annotations if nvtx is not None else None
+    ops = nvtx.ops if nvtx is not None else None
+    threads, sample_thread = _threads(db, strings, api, ann, ops, sampled)
+    extra: dict[str, Any] = {}
+    if ann is not None:
+        extra["annotations"] = ann
+    if ops is not None:
+        extra["ops"] = ops
+    if sampled is not None:
+        extra.update(
+            frames=sampled.frames,
+            stacks=sampled.stacks,
+            samples=sampled.samples.replace(thread=sample_thread),
+            sampling=sampled.info,
+        )
+
+    meta = _meta(db, version, capture_types)
+    meta["event_counts"] = _counts(api, gpu, nvtx, sampled)
+    producer = f"Nsight Systems {version.product}".strip()
+    if version.source == "schema features":
+        producer += " (era guessed from the schema; the export records no version)"
+    trace = Trace(
+        source=SourceInfo(
+            path=path,
+            format="nsys-sqlite",
+            producer=producer,
+            format_version=version.schema,
+            size_bytes=os.path.getsize(path),
+        ),
+        strings=strings,
+        inputs=inputs,
+        devices=_devices(db, gpu),
+        threads=threads,
+        api=api,
+        gpu=gpu,
+        window=window,
+        captured=frozenset(captured),
+        meta=meta,
+        notes=tuple(notes),
+        **extra,
+    )
+    phase("linking")
+    return link(trace)
+
+
+def _window(db: NsysDb) -> tuple[int, int] | None:
+    if not db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
+        return None
+    row = db.con.execute("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS").fetchone()
+    if row and isinstance(row[0], int) and isinstance(row[1], int) and row[1] >= row[0]:
+        return int(row[0]), int(row[1])
+    return None
+
+
+def _absence_notes(db: NsysDb, has_nvtx: bool, capture_types: set[str]) -> list[str]:
+    notes = []
+    if KERNEL not in db.columns:
+        if MEMCPY in db.columns or MEMSET in db.columns:
+            notes.append("CUDA kernel table absent: no kernel executions were recorded (copies/memsets only)")
+        else:
+            notes.append("CUDA kernel table absent: GPU activity was not captured")
+    if RUNTIME not in db.columns:
+        notes.append("CUDA API table absent: CUDA runtime/driver calls were not captured")
+    if not has_nvtx:
+        if "NvtxEvents" in capture_types:
+            notes.append("NVTX was traced but the application emitted no NVTX events (no NVTX_EVENTS table)")
+        else:
+            notes.append("NVTX table absent: NVTX ranges were not captured")
+    return notes
+
+
+def _counts(api, gpu: GpuActivity, nvtx, sampled) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    kinds = np.bincount(gpu.kind.astype(np.int64), minlength=4) if len(gpu) else np.zeros(4, int)
+    counts = {
+        "kernels": int(kinds[0]),
+        "memcpy": int(kinds[1]),
+        "memset": int(kinds[2]),
+        "sync": int(kinds[3]),
+        "api_calls": len(api),
+    }
+    if nvtx is not None:
+        counts.update({f"nvtx_{k}": int(v) for k, v in nvtx.counts.items()})
+    if sampled is not None:
+        counts["cpu_samples"] = len(sampled.samples)
+    return counts
+
+
+_SAFE_EXPORT_KEYS = {
+    "EXPORT_PRODUCT_VERSION": "nsys.product_version",
+    "EXPORT_SCHEMA_VERSION": "nsys.schema_version",
+    "EXPORT_PARAM_TIME_NORMALIZE": "nsys.time_normalized",
+}
+
+
+def _meta(db: NsysDb, version, capture_types: set[str]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Versions and capture facts; never paths, user or host names from the export."""
+    meta: dict[str, Any] = {
+        "nsys.product_version": version.product,
+        "nsys.schema_version": version.schema,
+        "nsys.version_source": version.source,
+    }
+    for key, out in _SAFE_EXPORT_KEYS.items():
+        if key in version.metadata:
+            meta[out] = version.metadata[key]
+    if capture_types:
+        meta["nsys.capture_event_types"] = sorted(capture_types)
+    if db.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        row = db.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        if row and isinstance(row[0], int):
+            meta["nsys.utc_epoch_ns"] = int(row[0])
+    return meta
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def _threads(db: NsysDb, strings: StringTable, api, ann, ops, sampled):  # type: ignore[no-untyped-def]
+    """Threads that own rows, named from ThreadNames (processes from PROCESSES)."""
+    pids = [api.pid]
+    tids = [api.tid]
+    for t in (ann, ops):
+        if t is not None:
+            pids.append(t.pid)
+            tids.append(t.tid)
+    s_pid = s_tid = np.zeros(0, np.int64)
+    if sampled is not None:
+        s_pid, s_tid = split_global_tid(sampled.sample_gtid)
+        pids.append(s_pid)
+        tids.append(s_tid)
+    pid = np.concatenate(pids)
+    tid = np.concatenate(tids)
+    known = (pid >= 0) & (tid >= 0)
+    pid, tid = pid[known], tid[known]
+    sample_thread = np.zeros(0, np.int32)
+    if len(pid) == 0:
+        if sampled is not None:
+            sample_thread = np.full(len(s_pid), -1, np.int32)
+        return Threads.empty(), sample_thread
+    gid, n = group_ids(pid, tid)
+    first = np.zeros(n, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid))[::-1]
+    t_pid, t_tid = pid[first], tid[first]
+    name = np.full(n, -1, dtype=np.int32)
+    if db.has("ThreadNames", "nameId", "globalTid"):
+        tn = db.ints("ThreadNames", {"gtid": "globalTid", "name": "nameId"})
+        (codes,) = db.intern_ids(strings, tn["name"])
+        n_pid, n_tid = split_global_tid(tn["gtid"])
+        hit = lookup2(n_pid, n_tid, t_pid, t_tid)
+        ok = hit >= 0
+        name[ok] = codes[hit[ok]]
+    if db.has("PROCESSES", "pid", "name"):
+        rows = db.con.execute(f"SELECT pid, CAST(name AS BLOB) FROM {qi('PROCESSES')}").fetchall()
+        procs = {int(p): text(nm) for p, nm in rows if isinstance(p, int) and nm is not None}
+        for i in np.flatnonzero((name < 0) & (t_pid == t_tid)).tolist():
+            pname = procs.get(int(t_pid[i]))
+            if pname:
+                name[i] = strings.intern(os.path.basename(pname) or pname)
+    threads = Threads.build(n, pid=t_pid, tid=t_tid, name=name)
+    if sampled is not None:
+        row = lookup2(t_pid, t_tid, s_pid, s_tid)
+        sample_thread = row.astype(np.int32)
+    return threads, sample_thread
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def _devices(db: NsysDb, gpu: GpuActivity) -> tuple[DeviceInfo, ...]:
+    found: dict[int, dict[str, Any]] = {}
+    used = sorted(set(np.unique(gpu.device).tolist())) if len(gpu) else []
+    if "TARGET_INFO_GPU" in db.columns and db.has("TARGET_INFO_GPU", "name"):
+        key = "id" if db.has("TARGET_INFO_GPU", "id") else "deviceId"
+        if db.has("TARGET_INFO_GPU", "cuDevice") and db.has("TARGET_INFO_GPU", key):
+            # the activity tables number devices like CUDA does; prefer that column when the
+            # nsys GPU ids do not cover the devices in use
+            ids = {r[0] for r in db.con.execute(f"SELECT {key} FROM TARGET_INFO_GPU")}
+            cuda_ids = {r[0] for r in db.con.execute("SELECT cuDevice FROM TARGET_INFO_GPU")}
+            if used and not set(used) <= ids and set(used) <= cuda_ids:
+                key = "cuDevice"
+        rows = _select(db, "TARGET_INFO_GPU", [key, "name", "totalMemory", "memoryBandwidth",
+                                               "clockRate", "smCount", "computeMajor", "computeMinor"])
+        for idx, name, mem, bw, clock, sms, major, minor in rows:
+            if not isinstance(idx, int) or idx in found:
+                continue  # one row per VM for the same device: keep the first
+            found[idx] = dict(
+                name=text(name),
+                memory_bytes=_pos(mem),
+                memory_bandwidth_bps=_pos_float(bw),
+                clock_hz=_pos_float(clock),
+                sm_count=_pos(sms),
+                compute_capability=_cc(major, minor),
+            )
+    if db.has("TARGET_INFO_CUDA_GPU", "name"):
+        rows = _select(db, "TARGET_INFO_CUDA_GPU", [
+            "deviceId", "name", "globalMemorySize", "globalMemoryBandwidth", "coreClockRate",
+            "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"])
+        for idx, name, mem, bw, clock, sms, major, minor in rows:
+            if not isinstance(idx, int):
+                continue
+            mem_b = _pos(mem)
+            # CUPTI reports bytes, but 2020.3 exports hold MiB (32510 for a 32 GB V100): no
+            # GPU has less than 1 MiB, so a value that small is MiB
+            if mem_b is not None and mem_b < (1 << 20):
+                mem_b <<= 20
+            bw_b = _pos_float(bw)
+            clk = _pos_float(clock)
+            old = dict(
+                name=text(name),
+                memory_bytes=mem_b,
+                memory_bandwidth_bps=bw_b * 1000.0 if bw_b else None,  # CUPTI: kB/s
+                clock_hz=clk * 1000.0 if clk else None,  # CUPTI: kHz
+                sm_count=_pos(sms),
+                compute_capability=_cc(major, minor),
+            )
+            have = found.setdefault(idx, {})
+            for k, v in old.items():
+                if not have.get(k) and v:
+                    have[k] = v
+    for u in used:
+        found.setdefault(int(u), {"name": ""})
+    return tuple(
+        DeviceInfo(index=idx, vendor=Vendor.NVIDIA, **{"name": "", **info})
+        for idx, info in sorted(found.items())
+    )
+
+
+def _select(db: NsysDb, table: str, cols: list[str]) -> list[tuple]:
+    exprs = ", ".join(
+        (f"CAST({qi(c)} AS BLOB)" if c == "name" else qi(c)) if db.has(table, c) else "NULL"
+        for c in cols
+    )
+    return db.con.execute(f"SELECT {exprs} FROM {qi(table)}").fetchall()
+
+
+def _pos(v: object) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _pos_float(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _cc(major: object, minor: object) -> str | None:
+    if isinstance(major, int) and isinstance(minor, int) and major > 0:
+        return f"{major}.{minor}"
+    return None
+
+
+__all__ = ["read_nsys_sqlite", "read_nsys_report"]
