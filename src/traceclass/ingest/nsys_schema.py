@@ -76,11 +76,16 @@ def _wal_mode(path: str) -> bool:
 
 def _connect(uri: str) -> sqlite3.Connection:
     con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-    con.text_factory = bytes
-    # belt and braces on top of mode=ro: no writes, and no schema-defined code (views,
-    # triggers, generated columns) may call functions with side effects
-    con.execute("PRAGMA query_only = 1")
-    con.execute("PRAGMA trusted_schema = 0")
+    try:
+        con.text_factory = bytes
+        # belt and braces on top of mode=ro: no writes, and no schema-defined code (views,
+        # triggers, generated columns) may call functions with side effects
+        con.execute("PRAGMA query_only = 1")
+        con.execute("PRAGMA trusted_schema = 0")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -121,30 +126,27 @@ class NsysDb:
         if os.path.isdir(path):
             raise TraceFormatError(path, "is a directory, not a trace file")
         quoted = urllib.parse.quote(os.path.abspath(path))
-        try:
-            con = _connect(f"file:{quoted}?mode=ro")
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return con
-        except sqlite3.Error as exc:
-            first = exc
-        # A WAL database opened read-only needs its -shm file; in a read-only folder it
-        # cannot be created. immutable=1 skips the WAL machinery, which is only correct when
-        # there is no -wal file holding committed pages.
         wal = path + "-wal"
-        if _wal_mode(path) and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+        pending_wal = os.path.exists(wal) and os.path.getsize(wal) > 0
+        uris = [f"file:{quoted}?mode=ro"]
+        if _wal_mode(path) and not pending_wal:
+            # A WAL database opened with mode=ro still creates (and may leave) a -shm file
+            # beside it, or fails where the folder is read-only. With no -wal file holding
+            # committed pages, immutable=1 reads the same data and touches nothing.
+            uris.insert(0, f"file:{quoted}?mode=ro&immutable=1")
+        first: sqlite3.Error | None = None
+        for uri in uris:
             try:
-                con = _connect(f"file:{quoted}?mode=ro&immutable=1")
-                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                return con
-            except sqlite3.Error:
-                pass
-        if _wal_mode(path):
+                return _connect(uri)
+            except sqlite3.Error as exc:
+                first = first or exc
+        if pending_wal:
             raise TraceFormatError(
                 path,
-                "SQLite database is in WAL mode and cannot be opened read-only here; "
-                "copy it to a writable folder (with its -wal file) and retry",
+                "SQLite database in WAL mode with a pending -wal file could not be opened "
+                "read-only; copy it with its -wal file to a writable folder and retry",
             )
-        raise TraceFormatError(path, sqlite_problem(first))
+        raise TraceFormatError(path, sqlite_problem(first) if first else "cannot open SQLite database")
 
     def _probe(self) -> None:
         rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
