@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import urllib.parse
-import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -22,11 +23,14 @@ from traceclass.model.strings import StringTable
 
 #: Seconds to wait for a lock held by another process before giving up.
 BUSY_TIMEOUT_S = 5.0
-#: Rows per ``group_concat`` query: bounds the size of one concatenated column text
-#: (about 20 bytes per value) while keeping the number of queries small.
-CHUNK_ROWS = 1 << 21
+#: Rows per ``group_concat`` query: bounds the concatenated texts held at once (about 20
+#: bytes per value and column) while keeping the number of queries small.
+CHUNK_ROWS = 1 << 20
 #: Ids per ``IN (...)`` list; old SQLite builds allow 999 bound parameters.
 _IN_BATCH = 900
+#: Column queries run on this many threads, each with its own connection: sqlite3 releases
+#: the GIL while SQLite works, so one ``group_concat`` per core proceeds in parallel.
+MAX_READERS = 4
 
 #: Tables that only an Nsight Systems export has; one of them must be present.
 NSYS_MARKER_TABLES = frozenset(
@@ -109,18 +113,25 @@ class NsysDb:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.con = self._open(path)
+        self.con, self._uri = self._open(path)
         self.columns: dict[str, frozenset[str]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._worker_cons: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         try:
             self._probe()
         except sqlite3.Error as exc:
             self.close()
             raise TraceFormatError(path, sqlite_problem(exc)) from None
+        except BaseException:
+            self.close()
+            raise
 
     # ------------------------------------------------------------------ opening
 
     @staticmethod
-    def _open(path: str) -> sqlite3.Connection:
+    def _open(path: str) -> tuple[sqlite3.Connection, str]:
         if not os.path.exists(path):
             raise TraceFormatError(path, "no such file")
         if os.path.isdir(path):
@@ -137,7 +148,7 @@ class NsysDb:
         first: sqlite3.Error | None = None
         for uri in uris:
             try:
-                return _connect(uri)
+                return _connect(uri), uri
             except sqlite3.Error as exc:
                 first = first or exc
         if pending_wal:
@@ -167,10 +178,36 @@ class NsysDb:
             self.columns[name] = frozenset(text(r[1]) for r in info)
 
     def close(self) -> None:
-        try:
-            self.con.close()
-        except sqlite3.Error:
-            pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        for con in [self.con, *self._worker_cons]:
+            try:
+                con.close()
+            except sqlite3.Error:
+                pass
+        self._worker_cons = []
+
+    def _worker_con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = _connect(self._uri)
+            self._local.con = con
+            with self._lock:
+                self._worker_cons.append(con)
+        return con
+
+    @staticmethod
+    def _workers() -> int:
+        return max(1, min(MAX_READERS, os.cpu_count() or 1))
+
+    def _executor(self) -> ThreadPoolExecutor | None:
+        workers = self._workers()
+        if workers < 2:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nsys-read")
+        return self._pool
 
     # ------------------------------------------------------------------ schema
 
@@ -203,58 +240,88 @@ class NsysDb:
         """
         fill = fill or {}
         cond = f"({where})" if where else "1"
-        spans = self._rowid_spans(table, cond)
-        out: dict[str, list[np.ndarray]] = {k: [] for k in exprs}
-        for span_sql, params in spans:
-            n = int(
-                self.con.execute(
-                    f"SELECT count(*) FROM {qi(table)} WHERE {cond}{span_sql}", params
-                ).fetchone()[0]
-            )
-            for name, expr in exprs.items():
-                cast = f"CAST(IFNULL({expr}, {int(fill.get(name, -1))}) AS INTEGER)"
-                arr = self._concat_column(table, cast, cond + span_sql, params, n)
-                out[name].append(arr)
+        spans = self._rowid_spans(table, cond, counted=not where)
+        names = list(exprs)
+        pool = self._executor() if len(names) > 1 else None
+        # one scan per group of columns: SQLite decodes each row once for all aggregates of a
+        # query, and the groups run on separate connections in parallel
+        n_groups = min(len(names), self._workers()) if pool else 1
+        groups = [names[i::n_groups] for i in range(n_groups)] if names else []
+        jobs = []
+        for span_sql, params, n in spans:
+            if n is None:
+                n = int(
+                    self.con.execute(
+                        f"SELECT count(*) FROM {qi(table)} WHERE {cond}{span_sql}", params
+                    ).fetchone()[0]
+                )
+            for group in groups:
+                cols = [(name, exprs[name], int(fill.get(name, -1))) for name in group]
+                args = (table, cols, cond + span_sql, params, n)
+                jobs.append(pool.submit(self._concat_columns, *args) if pool else args)
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in names}
+        for job in jobs:
+            got = job.result() if pool else self._concat_columns(*job, con=self.con)
+            for name, arr in got.items():
+                parts[name].append(arr)
         return {
             k: (np.concatenate(v) if len(v) > 1 else (v[0] if v else np.zeros(0, np.int64)))
-            for k, v in out.items()
+            for k, v in parts.items()
         }
 
-    def _rowid_spans(self, table: str, cond: str) -> list[tuple[str, tuple[int, ...]]]:
+    def _rowid_spans(
+        self, table: str, cond: str, counted: bool
+    ) -> list[tuple[str, tuple[int, ...], int | None]]:
+        """(extra WHERE, params, row count if known) per chunk of rowids."""
         try:
             lo, hi, n = self.con.execute(
                 f"SELECT min(rowid), max(rowid), count(*) FROM {qi(table)}"
             ).fetchone()
         except sqlite3.OperationalError:
-            return [("", ())]  # WITHOUT ROWID table: one pass
+            return [("", (), None)]  # WITHOUT ROWID table: one pass
+        whole = int(n) if counted else None
         if lo is None or n <= CHUNK_ROWS:
-            return [("", ())]
+            return [("", (), whole)]
         lo, hi, n = int(lo), int(hi), int(n)
         if hi - lo > 4 * n + CHUNK_ROWS:
-            return [("", ())]  # sparse rowids: chunking would mostly query gaps
+            return [("", (), whole)]  # sparse rowids: chunking would mostly query gaps
         return [
-            (" AND rowid >= ? AND rowid < ?", (a, a + CHUNK_ROWS))
+            (" AND rowid >= ? AND rowid < ?", (a, a + CHUNK_ROWS), None)
             for a in range(lo, hi + 1, CHUNK_ROWS)
         ]
 
-    def _concat_column(
-        self, table: str, cast: str, cond: str, params: tuple[int, ...], n: int
-    ) -> np.ndarray:
+    def _concat_columns(
+        self,
+        table: str,
+        cols: list[tuple[str, str, int]],
+        cond: str,
+        params: tuple[int, ...],
+        n: int,
+        con: sqlite3.Connection | None = None,
+    ) -> dict[str, np.ndarray]:
         if n == 0:
-            return np.zeros(0, dtype=np.int64)
-        row = self.con.execute(
-            f"SELECT group_concat({cast}, ',') FROM {qi(table)} WHERE {cond}", params
-        ).fetchone()
-        blob = row[0] if row else None
-        if blob is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                arr = np.fromstring(blob, dtype=np.int64, sep=",")  # text mode: C parser
-            if len(arr) == n:
-                return arr
-        # the fast path could not be trusted for this chunk: fall back to one value per row
-        cur = self.con.execute(f"SELECT {cast} FROM {qi(table)} WHERE {cond}", params)
-        return np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
+            return {name: np.zeros(0, dtype=np.int64) for name, _, _ in cols}
+        con = con or self._worker_con()
+        # group_concat skips NULLs, so every value is made non-NULL to keep rows aligned
+        aggs = ", ".join(f"group_concat(IFNULL({expr}, {fill}), ',')" for _, expr, fill in cols)
+        row = con.execute(f"SELECT {aggs} FROM {qi(table)} WHERE {cond}", params).fetchone()
+        out = {}
+        for (name, expr, fill), blob in zip(cols, row):
+            arr = None
+            if blob is not None:
+                try:
+                    # a C parser over the text; a REAL or TEXT cell makes it stop early (a
+                    # warning, an error under -W error or in later numpy) and the count differ
+                    arr = np.fromstring(blob, dtype=np.int64, sep=",")
+                except (ValueError, DeprecationWarning):
+                    arr = None
+            if arr is None or len(arr) != n:
+                # not plain integers: CAST row by row (slow, only for damaged files)
+                cast = f"CAST(IFNULL({expr}, {fill}) AS INTEGER)"
+                cur = con.execute(f"SELECT {cast} FROM {qi(table)} WHERE {cond}", params)
+                arr = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
+            out[name] = arr
+        return out
 
     def string_values(self, ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """``StringIds`` values for the distinct non-negative ``ids`` (sorted ids, values)."""
