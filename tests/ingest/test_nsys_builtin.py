@@ -76,7 +76,7 @@ def test_sync_name_follows_the_api_not_sync_type(tmp_path):
     """syncType 1 meant device sync in 2022.1 and event sync in 2024.5: the API decides."""
     p = tmp_path / "s.sqlite"
     with fx.NsysExportBuilder(p) as b:
-        for i, (api, want) in enumerate([("cudaDeviceSynchronize_v3020", "Context Sync"),
+        for i, (api, _label) in enumerate([("cudaDeviceSynchronize_v3020", "Context Sync"),
                                          ("cudaEventSynchronize_v3020", "Event Sync"),
                                          ("cudaStreamWaitEvent_v3020", "Stream Wait Event"),
                                          ("cuStreamSynchronize", "Stream Sync")]):

@@ -30,19 +30,28 @@ from traceclass.ingest.nsys_cuda import (
     read_gpu,
     split_global_tid,
 )
-from traceclass.ingest.nsys_nvtx import NVTX, read_nvtx
-from traceclass.ingest.nsys_samples import EVENTS, read_samples
-from traceclass.ingest.nsys_schema import NsysDb, detect_version, qi, sqlite_problem, text
+from traceclass.ingest.nsys_devices import read_devices
+from traceclass.ingest.nsys_nvtx import NVTX, NvtxResult, read_nvtx
+from traceclass.ingest.nsys_samples import EVENTS, SampleResult, read_samples
+from traceclass.ingest.nsys_schema import (
+    ExportVersion,
+    NsysDb,
+    detect_version,
+    qi,
+    sqlite_problem,
+    text,
+)
 from traceclass.ingest.source import Progress
 from traceclass.model import (
-    DeviceInfo,
+    Annotations,
+    ApiCalls,
     GpuActivity,
     InputsTable,
+    Ops,
     SourceInfo,
     StringTable,
     Threads,
     Trace,
-    Vendor,
 )
 from traceclass.model.link import link
 from traceclass.model.nesting import group_ids, lookup2
@@ -203,7 +212,7 @@ def _read(db: NsysDb, path: str, progress: Progress) -> Trace:
         ),
         strings=strings,
         inputs=inputs,
-        devices=_devices(db, gpu),
+        devices=read_devices(db, gpu),
         threads=threads,
         api=api,
         gpu=gpu,
@@ -243,7 +252,9 @@ def _absence_notes(db: NsysDb, has_nvtx: bool, capture_types: set[str]) -> list[
     return notes
 
 
-def _counts(api, gpu: GpuActivity, nvtx, sampled) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def _counts(
+    api: ApiCalls, gpu: GpuActivity, nvtx: NvtxResult | None, sampled: SampleResult | None
+) -> dict[str, int]:
     kinds = np.bincount(gpu.kind.astype(np.int64), minlength=4) if len(gpu) else np.zeros(4, int)
     counts = {
         "kernels": int(kinds[0]),
@@ -266,7 +277,7 @@ _SAFE_EXPORT_KEYS = {
 }
 
 
-def _meta(db: NsysDb, version, capture_types: set[str]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _meta(db: NsysDb, version: ExportVersion, capture_types: set[str]) -> dict[str, Any]:
     """Versions and capture facts; never paths, user or host names from the export."""
     meta: dict[str, Any] = {
         "nsys.product_version": version.product,
@@ -288,7 +299,14 @@ def _meta(db: NsysDb, version, capture_types: set[str]) -> dict[str, Any]:  # ty
 # --------------------------------------------------------------------------- threads
 
 
-def _threads(db: NsysDb, strings: StringTable, api, ann, ops, sampled):  # type: ignore[no-untyped-def]
+def _threads(
+    db: NsysDb,
+    strings: StringTable,
+    api: ApiCalls,
+    ann: Annotations | None,
+    ops: Ops | None,
+    sampled: SampleResult | None,
+) -> tuple[Threads, np.ndarray]:
     """Threads that own rows, named from ThreadNames (processes from PROCESSES)."""
     pids = [api.pid]
     tids = [api.tid]
@@ -334,90 +352,6 @@ def _threads(db: NsysDb, strings: StringTable, api, ann, ops, sampled):  # type:
         row = lookup2(t_pid, t_tid, s_pid, s_tid)
         sample_thread = row.astype(np.int32)
     return threads, sample_thread
-
-
-# --------------------------------------------------------------------------- devices
-
-
-def _devices(db: NsysDb, gpu: GpuActivity) -> tuple[DeviceInfo, ...]:
-    found: dict[int, dict[str, Any]] = {}
-    used = sorted(set(np.unique(gpu.device).tolist())) if len(gpu) else []
-    if "TARGET_INFO_GPU" in db.columns and db.has("TARGET_INFO_GPU", "name"):
-        key = "id" if db.has("TARGET_INFO_GPU", "id") else "deviceId"
-        if db.has("TARGET_INFO_GPU", "cuDevice") and db.has("TARGET_INFO_GPU", key):
-            # the activity tables number devices like CUDA does; prefer that column when the
-            # nsys GPU ids do not cover the devices in use
-            ids = {r[0] for r in db.con.execute(f"SELECT {key} FROM TARGET_INFO_GPU")}
-            cuda_ids = {r[0] for r in db.con.execute("SELECT cuDevice FROM TARGET_INFO_GPU")}
-            if used and not set(used) <= ids and set(used) <= cuda_ids:
-                key = "cuDevice"
-        rows = _select(db, "TARGET_INFO_GPU", [key, "name", "totalMemory", "memoryBandwidth",
-                                               "clockRate", "smCount", "computeMajor", "computeMinor"])
-        for idx, name, mem, bw, clock, sms, major, minor in rows:
-            if not isinstance(idx, int) or idx in found:
-                continue  # one row per VM for the same device: keep the first
-            found[idx] = dict(
-                name=text(name),
-                memory_bytes=_pos(mem),
-                memory_bandwidth_bps=_pos_float(bw),
-                clock_hz=_pos_float(clock),
-                sm_count=_pos(sms),
-                compute_capability=_cc(major, minor),
-            )
-    if db.has("TARGET_INFO_CUDA_GPU", "name"):
-        rows = _select(db, "TARGET_INFO_CUDA_GPU", [
-            "deviceId", "name", "globalMemorySize", "globalMemoryBandwidth", "coreClockRate",
-            "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"])
-        for idx, name, mem, bw, clock, sms, major, minor in rows:
-            if not isinstance(idx, int):
-                continue
-            mem_b = _pos(mem)
-            # CUPTI reports bytes, but 2020.3 exports hold MiB (32510 for a 32 GB V100): no
-            # GPU has less than 1 MiB, so a value that small is MiB
-            if mem_b is not None and mem_b < (1 << 20):
-                mem_b <<= 20
-            bw_b = _pos_float(bw)
-            clk = _pos_float(clock)
-            old = dict(
-                name=text(name),
-                memory_bytes=mem_b,
-                memory_bandwidth_bps=bw_b * 1000.0 if bw_b else None,  # CUPTI: kB/s
-                clock_hz=clk * 1000.0 if clk else None,  # CUPTI: kHz
-                sm_count=_pos(sms),
-                compute_capability=_cc(major, minor),
-            )
-            have = found.setdefault(idx, {})
-            for k, v in old.items():
-                if not have.get(k) and v:
-                    have[k] = v
-    for u in used:
-        found.setdefault(int(u), {"name": ""})
-    return tuple(
-        DeviceInfo(index=idx, vendor=Vendor.NVIDIA, **{"name": "", **info})
-        for idx, info in sorted(found.items())
-    )
-
-
-def _select(db: NsysDb, table: str, cols: list[str]) -> list[tuple]:
-    exprs = ", ".join(
-        (f"CAST({qi(c)} AS BLOB)" if c == "name" else qi(c)) if db.has(table, c) else "NULL"
-        for c in cols
-    )
-    return db.con.execute(f"SELECT {exprs} FROM {qi(table)}").fetchall()
-
-
-def _pos(v: object) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and v > 0 else None
-
-
-def _pos_float(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and v > 0 else None
-
-
-def _cc(major: object, minor: object) -> str | None:
-    if isinstance(major, int) and isinstance(minor, int) and major > 0:
-        return f"{major}.{minor}"
-    return None
 
 
 __all__ = ["read_nsys_sqlite", "read_nsys_report"]

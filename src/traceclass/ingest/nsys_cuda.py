@@ -8,7 +8,7 @@ because correlation ids are only unique within one process.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -28,7 +28,7 @@ Phase = Callable[[str], None]
 
 #: Output column -> (SQL expression, columns it needs). A column missing from this export's
 #: schema makes the expression NULL, which reads as the column's fill value.
-_COMMON = {
+_COMMON: dict[str, tuple[str, tuple[str, ...]]] = {
     "start_ns": ("start", ("start",)),
     "end_ns": ("end", ("end",)),
     "device": ("deviceId", ("deviceId",)),
@@ -37,7 +37,7 @@ _COMMON = {
     "gpid": ("globalPid", ("globalPid",)),
     "graph": ("graphNodeId IS NOT NULL", ("graphNodeId",)),
 }
-_KERNEL = {
+_KERNEL: dict[str, tuple[str, tuple[str, ...]]] = {
     **_COMMON,
     "name": ("shortName", ("shortName",)),
     "full_name": ("demangledName", ("demangledName",)),
@@ -49,16 +49,16 @@ _KERNEL = {
         ("staticSharedMemory", "dynamicSharedMemory"),
     ),
 }
-_MEMCPY = {
+_MEMCPY: dict[str, tuple[str, tuple[str, ...]]] = {
     **_COMMON,
     "bytes": ("bytes", ("bytes",)),
     "copy_kind": ("copyKind", ("copyKind",)),
     "src_mem": ("srcKind", ("srcKind",)),
     "dst_mem": ("dstKind", ("dstKind",)),
 }
-_MEMSET = {**_COMMON, "bytes": ("bytes", ("bytes",)), "dst_mem": ("memKind", ("memKind",))}
-_SYNC = {k: v for k, v in _COMMON.items() if k != "graph"}
-_RUNTIME = {
+_MEMSET: dict[str, tuple[str, tuple[str, ...]]] = {**_COMMON, "bytes": ("bytes", ("bytes",)), "dst_mem": ("memKind", ("memKind",))}
+_SYNC: dict[str, tuple[str, tuple[str, ...]]] = {k: v for k, v in _COMMON.items() if k != "graph"}
+_RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "start_ns": ("start", ("start",)),
     "end_ns": ("end", ("end",)),
     "gtid": ("globalTid", ("globalTid",)),
@@ -79,7 +79,10 @@ _SYNC_NAME = {
 _MEM_TITLE = {k: v.title() for k, v in MEM_KIND_LABEL.items()}
 
 
-def _read(db: NsysDb, table: str, spec: dict[str, tuple[str, tuple[str, ...]]],
+Spec = Mapping[str, tuple[str, tuple[str, ...]]]
+
+
+def _read(db: NsysDb, table: str, spec: Spec,
           notes: list[str]) -> dict[str, np.ndarray] | None:
     lacking = db.missing(table, ("start", "end"))
     if lacking:
@@ -156,12 +159,13 @@ def read_gpu(
 ) -> GpuActivity:
     """Kernels, copies, memsets and GPU-side sync records, joined to their API call."""
     parts: list[GpuActivity] = []
-    for table, spec, kind in (
+    specs: tuple[tuple[str, Spec, GpuKind], ...] = (
         (KERNEL, _KERNEL, GpuKind.KERNEL),
         (MEMCPY, _MEMCPY, GpuKind.MEMCPY),
         (MEMSET, _MEMSET, GpuKind.MEMSET),
         (SYNC, _SYNC, GpuKind.SYNC),
-    ):
+    )
+    for table, spec, kind in specs:
         if table not in db.columns:
             continue
         phase(table)
@@ -233,7 +237,8 @@ def _copy_names(strings: StringTable, ck: np.ndarray, src: np.ndarray, dst: np.n
     codes = []
     for u in uniq.tolist():
         k, s, d = u >> 16, (u >> 8) & 0xFF, u & 0xFF
-        label = COPY_KIND_LABEL.get(_enum(CopyKind, k), f"kind {k}")
+        ck = _copy_kind(k)
+        label = COPY_KIND_LABEL[ck] if ck is not None else f"kind {k}"
         codes.append(strings.intern(f"Memcpy {label} ({_mem(s)} -> {_mem(d)})"))
     return np.asarray(codes, dtype=np.int32)[inv.ravel()]
 
@@ -255,13 +260,15 @@ def _sync_names(strings: StringTable, api: ApiCalls, rows: np.ndarray) -> np.nda
     return out
 
 
-def _enum(enum_type, value: int):  # type: ignore[no-untyped-def]
+def _copy_kind(value: int) -> CopyKind | None:
     try:
-        return enum_type(value)
+        return CopyKind(value)
     except ValueError:
         return None
 
 
 def _mem(value: int) -> str:
-    k = _enum(MemKind, value)
-    return _MEM_TITLE[k] if k is not None else "Unknown"
+    try:
+        return _MEM_TITLE[MemKind(value)]
+    except ValueError:
+        return "Unknown"

@@ -179,15 +179,7 @@ def read_nvtx(
         )
         seq_c = np.array([p.seq if p is not None else -1 for p in per], dtype=np.int64)
         opid_c = np.array([p.op_id if p is not None else -1 for p in per], dtype=np.int64)
-        inp_c = np.array(
-            [
-                inputs.intern(("nvtx", p.sizes), lambda s=p.sizes: parse_sizes(s))
-                if p is not None and p.is_op and p.sizes is not None
-                else -1
-                for p in per
-            ],
-            dtype=np.int32,
-        )
+        inp_c = np.array([_inputs_code(inputs, p) for p in per], dtype=np.int32)
         has_shapes = bool((inp_c >= 0).any())
         op_row[rows] = is_op[inv]
         op_name[rows] = name_c[inv]
@@ -198,7 +190,7 @@ def read_nvtx(
             # this export has emit_nvtx ops: bare operator names beside them are ops too
             bare = np.array(
                 [p is None and _BARE_OP.fullmatch(strings[int(k)]) is not None
-                 for p, k in zip(per, codes.tolist())],
+                 for p, k in zip(per, codes.tolist(), strict=True)],
                 dtype=bool,
             )
             bare_rows = rows[bare[inv]]
@@ -242,6 +234,13 @@ def read_nvtx(
         )
     counts["ops"] = len(ops)
     return NvtxResult(annotations, ops, counts, notes, has_shapes)
+
+
+def _inputs_code(inputs: InputsTable, p: EmitNvtx | None) -> int:
+    if p is None or not p.is_op or p.sizes is None:
+        return -1
+    sizes = p.sizes
+    return inputs.intern(("nvtx", sizes), lambda: parse_sizes(sizes))
 
 
 def _type_counts(db: NsysDb) -> dict[str, int]:

@@ -96,7 +96,7 @@ def _build_trie(
     by_level = np.argsort(level, kind="stable")
     lv_sorted = level[by_level]
     bounds = np.r_[0, np.flatnonzero(np.diff(lv_sorted)) + 1, len(lv_sorted)]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         rows = by_level[a:b]
         s = srow[rows]
         parent = cur[s]

@@ -247,7 +247,7 @@ class NsysDb:
         # query, and the groups run on separate connections in parallel
         n_groups = min(len(names), self._workers()) if pool else 1
         groups = [names[i::n_groups] for i in range(n_groups)] if names else []
-        jobs = []
+        work: list[tuple[str, list[tuple[str, str, int]], str, tuple[int, ...], int]] = []
         for span_sql, params, n in spans:
             if n is None:
                 n = int(
@@ -257,11 +257,14 @@ class NsysDb:
                 )
             for group in groups:
                 cols = [(name, exprs[name], int(fill.get(name, -1))) for name in group]
-                args = (table, cols, cond + span_sql, params, n)
-                jobs.append(pool.submit(self._concat_columns, *args) if pool else args)
+                work.append((table, cols, cond + span_sql, params, n))
+        if pool is not None:
+            futures = [pool.submit(self._concat_columns, *w) for w in work]
+            results = [f.result() for f in futures]
+        else:
+            results = [self._concat_columns(*w, con=self.con) for w in work]
         parts: dict[str, list[np.ndarray]] = {k: [] for k in names}
-        for job in jobs:
-            got = job.result() if pool else self._concat_columns(*job, con=self.con)
+        for got in results:
             for name, arr in got.items():
                 parts[name].append(arr)
         return {
@@ -306,7 +309,7 @@ class NsysDb:
         aggs = ", ".join(f"group_concat(IFNULL({expr}, {fill}), ',')" for _, expr, fill in cols)
         row = con.execute(f"SELECT {aggs} FROM {qi(table)} WHERE {cond}", params).fetchone()
         out = {}
-        for (name, expr, fill), blob in zip(cols, row):
+        for (name, expr, fill), blob in zip(cols, row, strict=True):
             arr = None
             if blob is not None:
                 try:
