@@ -286,3 +286,15 @@ def test_parse_sizes():
     assert inp.dtypes == ("",) * 5
     assert parse_sizes("[oops") is None
     assert parse_sizes("[1, 2]") is None
+
+
+def test_open_range_without_window_ends_at_last_timestamp(tmp_path):
+    p = tmp_path / "open.sqlite"
+    with fx.NsysExportBuilder(p) as b:  # no ANALYSIS_DETAILS, no CUDA rows
+        b.nvtx(1_000, None, "open")
+        b.nvtx(2_000, 9_000, "closed")
+    t = load(p)
+    assert t.window is None
+    got = {t.strings[c]: (int(s), int(e)) for c, s, e in
+           zip(t.annotations.name, t.annotations.start_ns, t.annotations.end_ns)}
+    assert got == {"open": (1_000, 9_000), "closed": (2_000, 9_000)}

@@ -19,7 +19,8 @@ from traceclass.model import Trace
 
 
 def _sha(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def _load_or_error(path) -> Trace | TraceFormatError:

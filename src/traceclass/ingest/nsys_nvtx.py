@@ -149,7 +149,8 @@ def read_nvtx(
     n = len(msg)
     open_ = r["end"] < 0
     if open_.any():
-        end_at = trace_end if trace_end is not None else int(max(r["start"].max(), 0))
+        # without a recorded window or other activity, the last NVTX timestamp ends them
+        end_at = trace_end if trace_end is not None else int(max(r["start"].max(), r["end"].max()))
         r["end"] = np.where(open_, np.maximum(end_at, r["start"]), r["end"])
         notes.append(
             f"{int(open_.sum())} NVTX ranges were still open when the capture ended; "
