@@ -1,0 +1,83 @@
+"""Pure analyses over a :class:`~traceclass.model.Trace`, computed once and shared.
+
+:func:`analyze` returns an :class:`Analysis` bundle that the rules and the report read; no
+analysis prints, plots or reads files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from traceclass.analysis.devices import ResolvedDevice, resolve_devices
+from traceclass.analysis.gpu_timeline import DeviceTimeline, device_timelines
+from traceclass.analysis.kernel_families import gpu_families
+from traceclass.analysis.ops import OpAnalysis, analyze_ops
+from traceclass.analysis.roofline import Roof
+from traceclass.analysis.stages import Occurrences, StageStats, stage_occurrences, stage_stats
+from traceclass.config import AnalysisConfig
+from traceclass.model import Trace
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    config: AnalysisConfig
+    devices: dict[int, ResolvedDevice]  # trace device index (-1 host CPU) -> spec
+    timelines: list[DeviceTimeline]
+    occurrences: Occurrences
+    stages: list[StageStats]
+    ops: OpAnalysis
+    gpu_family: np.ndarray  # family per trace.gpu row
+    cpu: Any = None  # CPU-sample profile (py-spy), when the trace has samples
+
+    def roof(self, device: int, precision: str, unit: str) -> Roof | None:
+        return _roof(self.devices, device, precision, unit)
+
+
+def _roof(devices: dict[int, ResolvedDevice], device: int, precision: str, unit: str) -> Roof | None:
+    from traceclass import hardware
+
+    rd = devices.get(device)
+    if rd is None or rd.spec is None:
+        return None
+    spec = rd.spec
+    return Roof(
+        device=spec.name,
+        precision=precision,
+        unit=unit,
+        peak_flops=hardware.peak_flops(spec, precision, unit),
+        bandwidth_bps=spec.memory_bandwidth_bps,
+    )
+
+
+def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
+    cfg = config or AnalysisConfig()
+    devices = resolve_devices(trace, cfg.device, cfg.cpu_device)
+    timelines = device_timelines(trace)
+    occ = stage_occurrences(trace, cfg.warmup_steps)
+    stats = stage_stats(occ, has_gpu=len(trace.gpu) > 0)
+
+    def roof_for(device: int, precision: str, unit: str) -> Roof | None:
+        return _roof(devices, device, precision, unit)
+
+    ops = analyze_ops(trace, roof_for, cfg.latency_floor_us * 1000.0, cfg.cpu_latency_floor_us * 1000.0)
+    cpu = None
+    if len(trace.samples):
+        try:
+            from traceclass.analysis.cpu_profile import profile_samples
+        except ImportError:  # the sampled-profile analysis is optional until it lands
+            profile_samples = None
+        if profile_samples is not None:
+            cpu = profile_samples(trace)
+    return Analysis(
+        config=cfg,
+        devices=devices,
+        timelines=timelines,
+        occurrences=occ,
+        stages=stats,
+        ops=ops,
+        gpu_family=gpu_families(trace),
+        cpu=cpu,
+    )

@@ -1,0 +1,117 @@
+"""What a stack sample was doing, from frame names: the pattern table and its evaluation.
+
+Each rule names a kind, the part of a frame it looks at and a regular expression. ``leaf``
+rules look at the innermost frame only (where the time is spent); ``stack`` rules look at
+every frame of the stack (time spent anywhere under ``import`` is start-up, whatever the leaf).
+A sample gets the kind of highest priority among its leaf match and its stack matches; no
+match is Python compute.
+
+Fields: ``function`` (qualified name as py-spy writes it, ``Condition.wait``), ``file`` (path
+as written: package-relative ``threading.py`` or absolute), ``source`` (text of the leaf line,
+when the reader found the file: without ``--native`` a line blocked in ``time.sleep`` or
+``lock.acquire`` is a Python line calling C, and only its text tells it from compute).
+
+A sample counts as *waiting* when its kind is lock wait, sleep or I/O; py-spy records no
+thread state, so this frame-based split is the estimate of idle vs on-CPU time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable
+
+#: kind code -> label; ordered by priority (later wins when several rules match a stack)
+KINDS: dict[str, str] = {
+    "python": "Python compute",
+    "native": "native/extension compute",
+    "alloc": "allocation and copying",
+    "io": "file or socket I/O",
+    "sleep": "sleep",
+    "lock": "lock or condition wait",
+    "serialization": "serialization",
+    "data": "data loading and decoding",
+    "gc": "garbage collection",
+    "import": "import and start-up",
+}
+KIND_CODES: tuple[str, ...] = tuple(KINDS)
+PRIORITY = {k: i for i, k in enumerate(KIND_CODES)}
+WAITING = frozenset({"lock", "sleep", "io"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    kind: str
+    scope: str  # "leaf" or "stack"
+    field: str  # "function", "file" or "source"
+    pattern: str
+
+
+_SO = r"\.so(\.[\d.]+)?$|\.dylib$|\.dll$|\.pyd$"
+_EXT_PKG = r"(^|/)(torch|numpy|scipy|sklearn|pandas|jax|jaxlib|tensorflow|cupy|numba|triton|xformers|flash_attn|torchvision|torchaudio|onnxruntime|pyarrow|polars)/"
+
+RULES: tuple[Rule, ...] = (
+    # import and start-up: anything under the import machinery, and interpreter start-up
+    Rule("import", "stack", "file", r"^<frozen importlib\._bootstrap(_external)?>$|^<frozen zipimport>$|^<frozen site>$"),
+    Rule("import", "stack", "file", r"(^|/)importlib/(__init__|_bootstrap(_external)?|metadata/.*)\.py$|(^|/)site\.py$|(^|/)pkg_resources/"),
+    Rule("import", "stack", "function", r"(^|\.)(_find_and_load|_find_and_load_unlocked|_load_unlocked|_call_with_frames_removed|exec_module|import_module|__import__)$"),
+    # garbage collection (py-spy --native shows the collector's C functions)
+    Rule("gc", "stack", "function", r"^(gc_collect\w*|collect_with_callback|_PyObject_GC_\w*|gc\.collect|garbage collection)$"),
+    Rule("gc", "leaf", "source", r"\bgc\.collect\("),
+    # data loading and decoding
+    Rule("data", "stack", "file", r"(^|/)torch/utils/data/|(^|/)(PIL|cv2|imageio|decord|av|tokenizers|webdataset|torchdata)/|(^|/)torchvision/(io|datasets|transforms)/|(^|/)transformers/.*tokeniz|(^|/)datasets/(arrow_dataset|formatting|iterable_dataset)"),
+    Rule("data", "stack", "function", r"(^|\.)(_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter|DataLoader)\.|^(imdecode|ImagingDecode\w*|jpeg_\w+|png_\w+)$"),
+    Rule("data", "leaf", "source", r"\bImage\.open\(|\bcv2\.(imread|imdecode|resize|cvtColor)|\btokeni[sz]er(\.\w+)?\(|\bdecode_(jpeg|image)\("),
+    # serialization
+    Rule("serialization", "stack", "file", r"(^|/)json/|(^|/)(pickle|copyreg|marshal|pickletools|_compat_pickle)\.py$|(^|/)(msgspec|orjson|ujson|yaml|ruamel|msgpack|cloudpickle|dill|simplejson|safetensors|protobuf|google/protobuf)/|(^|/)torch/serialization\.py$"),
+    Rule("serialization", "leaf", "source", r"\b(json|pickle|cloudpickle|dill|msgspec\.json|msgspec\.msgpack|orjson|ujson|yaml|msgpack|marshal)\.(dumps?|loads?|encode|decode|safe_load|safe_dump|packb|unpackb)\(|\btorch\.(save|load)\("),
+    # lock and condition waits (threading, queue, futures, multiprocessing, subprocess waits)
+    Rule("lock", "leaf", "function", r"(^|\.)(_wait_for_tstate_lock|wait_for|_acquire_restore)$|^(Condition|Event|Semaphore|BoundedSemaphore|Barrier|Lock|RLock|_RLock)\.(wait|acquire|_acquire\w*)$|^(Thread\.join|Queue\.(get|put|join)|SimpleQueue\.get|Future\.result|_base\.Future\.result|Popen\.(wait|_wait|_try_wait|communicate)|Connection\.(recv|poll|_recv\w*|_poll))$"),
+    Rule("lock", "leaf", "file", r"(^|/)multiprocessing/(synchronize|connection|queues|pool)\.py$|(^|/)concurrent/futures/"),
+    Rule("lock", "leaf", "function", r"^(pthread_cond_(timed)?wait\w*|__pthread_cond_wait\w*|__lll_lock_wait\w*|pthread_mutex_lock|futex_wait\w*|__futex_abstimed_wait\w*|do_futex_wait\w*|sem_(timed)?wait|PyThread_acquire_lock\w*|acquire_timed|take_gil|drop_gil|PyCOND_\w*|lock_PyThread_acquire_lock)$"),
+    Rule("lock", "leaf", "source", r"\.acquire\(|^\s*(async\s+)?with\s+[\w.\[\]]*(lock|Lock|LOCK|mutex|Mutex|cond|Cond|sem|Sem)\w*\s*(\)|:)|\.wait\(|\.join\(\s*(timeout\s*=\s*)?[\w.]*\s*\)|\.get\(\s*(\)|block\s*=|timeout\s*=)|\.result\(|\.communicate\("),
+    # sleep
+    Rule("sleep", "leaf", "function", r"^(time\.)?sleep$|^(nanosleep|clock_nanosleep|__nanosleep\w*|__clock_nanosleep\w*|time_sleep|pysleep|usleep)$"),
+    Rule("sleep", "leaf", "source", r"\b(time\.)?sleep\(|\basyncio\.sleep\("),
+    # file and socket I/O
+    Rule("io", "leaf", "file", r"(^|/)(socket|ssl|selectors|_pyio|shutil|tempfile|ftplib|smtplib)\.py$|(^|/)http/(client|server)\.py$|(^|/)(urllib3|requests|httpx|httpcore|aiohttp|botocore|boto3|s3transfer|fsspec|gcsfs|s3fs|h5py|zmq)/|(^|/)asyncio/(selector_events|base_events|unix_events|streams)\.py$"),
+    Rule("io", "leaf", "function", r"^(__)?(libc_)?(read|write|readv|writev|pread64|pwrite64|recv|recvfrom|recvmsg|send|sendto|sendmsg|epoll_wait|poll|ppoll|select|__select|pselect6?|accept4?|connect|fsync|fdatasync|sync_file_range|openat|open64|close|__libc_(read|write|recv|send|open64|close))$|^(sock_recv\w*|sock_send\w*|_io__\w+_(read|write)\w*)$"),
+    Rule("io", "leaf", "source", r"\bopen\(|\.(read|write|readinto|readline|readlines|flush|recv|recv_into|recvfrom|send|sendall|sendto|accept|connect|makefile|select|poll|urlopen|request|getresponse|download_file|upload_file)\(|\bos\.(read|write|fsync|fdatasync|open|sendfile|replace|rename|remove|unlink|listdir|scandir|stat|walk)\(|\bsocket\.(socket|socketpair|create_connection|getaddrinfo)\(|\bselect\.|\bsubprocess\.(run|call|check_call|check_output)\(|\brequests\.(get|post|put|delete|request)\(|\bshutil\.|\bnp\.(load|save|fromfile|loadtxt)\(|\bpd\.read_\w+\("),
+    # allocation and copying
+    Rule("alloc", "leaf", "function", r"^(malloc|calloc|realloc|free|cfree|posix_memalign|aligned_alloc|memcpy|memmove|memset|__memcpy\w*|__memmove\w*|__memset\w*|_int_malloc|_int_free|mmap64|mmap|munmap|madvise|brk|sbrk|PyMem_\w+|PyObject_Malloc|PyObject_Free|_PyObject_Malloc|clear_page\w*|copy_user\w*|__(GI|libc)_(malloc|free|memcpy)\w*)$|^(copy|deepcopy|_deepcopy_\w+|_reconstruct)$"),
+    Rule("alloc", "leaf", "file", r"(^|/)copy\.py$"),
+    Rule("alloc", "leaf", "source", r"\.(clone|contiguous|copy|tolist|numpy|cpu|pin_memory)\(|\b(np|numpy)\.(concatenate|stack|vstack|hstack|copy|array|zeros|empty|ones)\(|\btorch\.(cat|stack|zeros|empty|ones|tensor|from_numpy)\(|\bdeepcopy\(|\bbytearray\("),
+    # native and extension compute: compiled code, or a Python line inside a compiled library
+    Rule("native", "leaf", "file", _SO),
+    Rule("native", "leaf", "file", _EXT_PKG),
+    Rule("native", "leaf", "function", r"^0x[0-9a-fA-F]+$|_\[k\]$|_\[j\]$|^\[unknown\]$|^\[kernel\.kallsyms\]|^(at::|c10::|torch::|mkl_|dnnl_|cblas_|openblas|gemm|sgemm|dgemm|GOMP_|__kmp|omp_)"),
+    Rule("native", "leaf", "source", r"\btorch\.\w+|\bF\.\w+\(|\b(np|numpy|scipy|jnp)\.\w+\(|\.backward\("),
+)
+
+
+class Classifier:
+    """Compiled :data:`RULES`; per frame, the best leaf kind and the best stack kind."""
+
+    def __init__(self, rules: Iterable[Rule] = RULES) -> None:
+        self.rules = [(r, re.compile(r.pattern)) for r in rules]
+
+    def frame(self, function: str, file: str, source: str) -> tuple[int, int]:
+        """(leaf priority, stack priority) of one frame; -1 where no rule matches."""
+        fields = {"function": function, "file": file, "source": source}
+        leaf = stack = -1
+        for rule, rx in self.rules:
+            text = fields[rule.field]
+            if not text:
+                continue
+            p = PRIORITY[rule.kind]
+            if rule.scope == "leaf":
+                if p > leaf and rx.search(text):
+                    leaf = p
+            elif p > stack and rx.search(text):
+                stack = p
+        # a stack rule also applies when the frame itself is the leaf
+        return max(leaf, stack), stack
+
+
+def label(kind: str) -> str:
+    return KINDS.get(kind, kind)

@@ -1,0 +1,102 @@
+"""Kernel name -> family, for the timeline split, nsys heuristics and kernel tables.
+
+Families: ``comm``, ``gemm``, ``conv``, ``attention``, ``norm``, ``softmax``, ``reduction``,
+``elementwise``, ``layout`` (transposes and layout conversions), ``copy`` (copy/cat kernels),
+``embedding``, ``memcpy``, ``memset``, ``sync``, ``other``. Patterns are checked in order;
+the first match wins, so ``comm`` beats ``reduce`` for ``ncclDevKernel_ReduceScatter``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from traceclass.model import GpuKind, Trace
+
+COMM_PATTERN = re.compile(
+    r"(?i)(^|[^a-z])(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|multimem_\w*(all_?reduce|all_?gather)"
+    r"|cross_device_reduce|one_shot_all_reduce|two_shot_all_reduce|custom_?all_?reduce"
+)
+
+_FAMILIES: list[tuple[str, re.Pattern[str]]] = [
+    ("comm", COMM_PATTERN),
+    (
+        "layout",
+        re.compile(
+            r"(?i)nchwToNhwc|nhwcToNchw|batched_transpose|transpose|permute|"
+            r"convertTensor|nchw2nhwc|nhwc2nchw|layout_conversion"
+        ),
+    ),
+    (
+        "attention",
+        re.compile(
+            r"(?i)flash|fmha|attention|attn|sdpa|mha_|paged_attention|cutlass.*fmha|"
+            r"xformers|softmax_warp_(fwd|bwd).*attn"
+        ),
+    ),
+    (
+        "conv",
+        re.compile(
+            r"(?i)conv|implicit_gemm|cudnn::|miopen|wgrad|dgrad|fprop|xmma_fprop|"
+            r"igemm|winograd|im2col|col2im"
+        ),
+    ),
+    (
+        "gemm",
+        re.compile(
+            r"(?i)gemm|gemv|matmul|sgemm|hgemm|dgemm|cublas|cutlass|nvjet|Cijk_|"
+            r"ampere_|volta_|turing_|sm\d+_xmma|hipblaslt|_mm_|bmm|wmma|mfma|ck::|"
+            r"gemm_kernel|splitKreduce"
+        ),
+    ),
+    ("norm", re.compile(r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|\bnorm_")),
+    ("softmax", re.compile(r"(?i)softmax")),
+    ("embedding", re.compile(r"(?i)embedding|index_select|gather_kernel|indexSelect")),
+    (
+        "reduction",
+        re.compile(r"(?i)reduce|reduction|sum_kernel|argmax|argmin|cumsum|scan|topk|sort|mean_kernel"),
+    ),
+    ("copy", re.compile(r"(?i)copy|CatArray|cat_|direct_copy|memcpy|clone|to_copy|index_put|scatter")),
+    (
+        "elementwise",
+        re.compile(
+            r"(?i)elementwise|vectorized|unrolled|pointwise|triton_poi|triton_|_foreach|"
+            r"multi_tensor_apply|fill|add|mul|div|relu|gelu|silu|sigmoid|tanh|exp|act_and_mul|"
+            r"rotary|quant|dropout|where|clamp|abs|neg|pow|sqrt"
+        ),
+    ),
+]
+
+FAMILY_ORDER = tuple(name for name, _ in _FAMILIES) + ("memcpy", "memset", "sync", "other")
+
+
+def kernel_family(name: str) -> str:
+    """Family of one kernel name (``other`` when nothing matches)."""
+    for family, pattern in _FAMILIES:
+        if pattern.search(name):
+            return family
+    return "other"
+
+
+def is_comm_name(name: str) -> bool:
+    return COMM_PATTERN.search(name) is not None
+
+
+def gpu_families(trace: Trace) -> np.ndarray:
+    """Family string per ``trace.gpu`` row (object array); computed once per distinct name."""
+    gpu = trace.gpu
+    if len(gpu) == 0:
+        return np.zeros(0, dtype=object)
+    fam_of_code: dict[int, str] = {}
+    names = trace.strings
+    for code in np.unique(gpu.name).tolist():
+        fam_of_code[code] = kernel_family(names[code]) if code >= 0 else "other"
+    codes = np.unique(gpu.name)
+    lut = np.array([fam_of_code[c] for c in codes.tolist()], dtype=object)
+    fam = lut[np.searchsorted(codes, gpu.name)]
+    kind = gpu.kind
+    fam = np.where(kind == GpuKind.MEMCPY, "memcpy", fam)
+    fam = np.where(kind == GpuKind.MEMSET, "memset", fam)
+    fam = np.where(kind == GpuKind.SYNC, "sync", fam)
+    return fam.astype(object)

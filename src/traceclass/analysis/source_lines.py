@@ -1,0 +1,82 @@
+"""Source file:line for host events, from the trace's Python call intervals (``with_stack``).
+
+For an op we take the innermost Python frame on the same thread that contains the op's start,
+then walk outward to the first frame in the user's code: frames of torch itself, of installed
+packages (``site-packages``), builtins and ``nn.Module`` scopes are skipped, because "the copy
+happens in torch/nn/functional.py" is not where a user can fix it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from traceclass.model import Trace
+from traceclass.model.nesting import innermost_containing
+
+_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
+_LIBRARY = re.compile(
+    r"(site-packages|dist-packages|/torch/|^torch/|/lib/python\d|<frozen |^<|/threading\.py|"
+    r"/contextlib\.py|/functools\.py|/runpy\.py|/asyncio/)"
+)
+
+
+def parse_frame(name: str) -> tuple[str, int, str] | None:
+    """``'model.py(42): forward'`` -> ``('model.py', 42, 'forward')``; None for other names."""
+    m = _FRAME.match(name)
+    if not m:
+        return None
+    return m.group("file"), int(m.group("line")), m.group("func")
+
+
+def is_user_frame(name: str) -> bool:
+    parsed = parse_frame(name)
+    if parsed is None:
+        return False
+    return _LIBRARY.search(parsed[0]) is None
+
+
+def frame_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Innermost Python frame row containing each point, -1 where none."""
+    py = trace.python
+    if len(py) == 0 or len(t) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    return innermost_containing(py.pid, py.tid, py.start_ns, py.end_ns, py.depth, pid, tid, t)
+
+
+def source_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> list[str | None]:
+    """``file:line`` of the nearest user-code frame around each point (None without stacks)."""
+    rows = frame_for_points(trace, pid, tid, t)
+    py = trace.python
+    cache: dict[int, str | None] = {}
+    out: list[str | None] = []
+    for r in rows.tolist():
+        if r < 0:
+            out.append(None)
+            continue
+        if r in cache:
+            out.append(cache[r])
+            continue
+        cur = r
+        fallback = None
+        found = None
+        while cur >= 0:
+            name = trace.strings[py.name[cur]]
+            parsed = parse_frame(name)
+            if parsed is not None:
+                if fallback is None:
+                    fallback = f"{parsed[0]}:{parsed[1]}"
+                if _LIBRARY.search(parsed[0]) is None:
+                    found = f"{parsed[0]}:{parsed[1]}"
+                    break
+            cur = int(py.parent[cur])
+        cache[r] = found or fallback
+        out.append(cache[r])
+    return out
+
+
+def source_for_ops(trace: Trace, op_rows: np.ndarray) -> list[str | None]:
+    op_rows = np.asarray(op_rows, dtype=np.int64)
+    ops = trace.ops
+    return source_for_points(trace, ops.pid[op_rows], ops.tid[op_rows], ops.start_ns[op_rows])

@@ -1,0 +1,281 @@
+"""Stages: ``ProfilerStep#N`` and user ranges (``record_function``, NVTX), with GPU projection.
+
+A stage is every occurrence of one range name. For each occurrence we know its CPU range
+(wall time) and the GPU work it launched: GPU rows whose launching API call started inside
+the range on the range's own thread, or on a *helper thread* (a thread that launches GPU work
+but carries no ranges of its own, such as PyTorch's autograd thread, which runs
+``loss.backward()`` for a range opened on the main thread). This is nsys's
+``nvtx_gpu_proj`` rule extended to helper threads.
+
+Steps: when the trace has no ``ProfilerStep#N``, the whole trace is one step, named
+``(whole trace)``. The first ``warmup_steps`` steps are warm-up; occurrences of other stages
+that start inside a warm-up step are warm-up too, and both are reported apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from traceclass import timeline as tl
+from traceclass.model import AnnotationKind, GpuKind, Trace
+from traceclass.model.nesting import group_ids
+
+WHOLE_TRACE = "(whole trace)"
+STEP_NAME = "ProfilerStep"
+
+_STAGE_KINDS = (
+    AnnotationKind.STEP,
+    AnnotationKind.USER,
+    AnnotationKind.DATALOADER,
+    AnnotationKind.OPTIMIZER,
+    AnnotationKind.COMPILED,
+    AnnotationKind.COMMUNICATION,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Occurrences:
+    """All stage occurrences, columnar. ``stage`` indexes ``names``."""
+
+    names: list[str]
+    kinds: list[int]
+    stage: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    warmup: np.ndarray  # bool
+    gpu_busy_ns: np.ndarray  # union of launched GPU work, -1 when the trace has no GPU
+    gpu_start_ns: np.ndarray  # projection span, -1 when nothing was launched
+    gpu_end_ns: np.ndarray
+    synthetic: bool  # True when the only step is the whole trace
+    gpu_rows: list[np.ndarray]  # per occurrence: trace.gpu rows it launched
+    op_rows: list[np.ndarray]  # per occurrence: trace.ops rows that started inside it
+
+
+@dataclasses.dataclass(frozen=True)
+class StageStats:
+    name: str
+    kind: str  # "step", "user", "dataloader", ...
+    count: int
+    warmup_count: int
+    total_ns: int
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    mean_ns: float
+    min_ns: int
+    max_ns: int
+    gpu_busy_ns: int | None  # steady-state occurrences only
+    gpu_share_pct: float | None  # gpu busy / wall, steady state
+    warmup_p50_ns: float | None
+
+
+def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
+    ann = trace.annotations
+    keep = np.isin(ann.kind, np.array([int(k) for k in _STAGE_KINDS], dtype=np.int8))
+    rows = np.flatnonzero(keep)
+    names_full = [trace.strings[c] for c in ann.name[rows].tolist()]
+    kinds_row = ann.kind[rows]
+    key = [STEP_NAME if k == AnnotationKind.STEP else n for n, k in zip(names_full, kinds_row.tolist())]
+    start, end = ann.start_ns[rows], ann.end_ns[rows]
+    pid, tid = ann.pid[rows], ann.tid[rows]
+    synthetic = False
+    if not (kinds_row == AnnotationKind.STEP).any():
+        bounds = trace.time_bounds()
+        if bounds is not None:
+            w0, w1 = trace.window if trace.window else bounds
+            key.append(WHOLE_TRACE)
+            kinds_row = np.r_[kinds_row, int(AnnotationKind.STEP)].astype(np.int8)
+            start, end = np.r_[start, w0], np.r_[end, w1]
+            pid, tid = np.r_[pid, -1], np.r_[tid, -1]  # -1: spans every thread
+            synthetic = True
+    names: list[str] = []
+    kinds: list[int] = []
+    index: dict[str, int] = {}
+    stage = np.empty(len(key), dtype=np.int64)
+    for i, (k, kd) in enumerate(zip(key, kinds_row.tolist())):
+        j = index.get(k)
+        if j is None:
+            j = index[k] = len(names)
+            names.append(k)
+            kinds.append(kd)
+        stage[i] = j
+
+    warmup = np.zeros(len(key), dtype=bool)
+    is_step = kinds_row == AnnotationKind.STEP
+    if warmup_steps > 0 and not synthetic and is_step.sum() > warmup_steps:
+        step_rows = np.flatnonzero(is_step)
+        step_rows = step_rows[np.argsort(start[step_rows], kind="stable")]
+        warm = step_rows[:warmup_steps]
+        warmup[warm] = True
+        warm_end = int(end[warm].max())
+        warmup |= start < warm_end
+        # stages that merely overlap the first steady step stay steady
+        first_steady = int(start[step_rows[warmup_steps]])
+        warmup &= start < first_steady
+
+    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, pid, tid)
+    ops = trace.ops
+    op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, pid, tid, helper_threads(trace))
+    return Occurrences(
+        names=names,
+        kinds=kinds,
+        stage=stage,
+        start_ns=start.astype(np.int64),
+        end_ns=end.astype(np.int64),
+        pid=pid.astype(np.int64),
+        tid=tid.astype(np.int64),
+        warmup=warmup,
+        gpu_busy_ns=busy,
+        gpu_start_ns=g0,
+        gpu_end_ns=g1,
+        synthetic=synthetic,
+        gpu_rows=gpu_rows,
+        op_rows=op_rows,
+    )
+
+
+def helper_threads(trace: Trace) -> set[tuple[int, int]]:
+    """Threads that run ops or launch GPU work but open no ranges of their own."""
+    api, ops = trace.api, trace.ops
+    launching = set(zip(api.pid.tolist(), api.tid.tolist())) | set(zip(ops.pid.tolist(), ops.tid.tolist()))
+    ann = trace.annotations
+    with_ranges = set(zip(ann.pid.tolist(), ann.tid.tolist()))
+    return launching - with_ranges
+
+
+def rows_within(
+    row_pid: np.ndarray,
+    row_tid: np.ndarray,
+    row_t: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    helpers: set[tuple[int, int]],
+) -> list[np.ndarray]:
+    """Rows whose time lies in each range, on the range's thread or a helper thread.
+
+    A range with ``pid < 0`` spans every thread (the synthetic whole-trace step).
+    """
+    out: list[np.ndarray] = []
+    if len(row_t) == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in range(len(start))]
+    th, _ = group_ids(row_pid, row_tid)
+    order = np.lexsort((row_t, th))
+    th_sorted, t_sorted = th[order], row_t[order]
+    thread_key = {}
+    firsts = np.r_[0, np.flatnonzero(np.diff(th_sorted)) + 1]
+    for f in firsts.tolist():
+        r = order[f]
+        thread_key[(int(row_pid[r]), int(row_tid[r]))] = int(th_sorted[f])
+    helper_keys = [thread_key[h] for h in helpers if h in thread_key]
+    all_threads = sorted(thread_key.values())
+    bounds = {k: (int(np.searchsorted(th_sorted, k, "left")), int(np.searchsorted(th_sorted, k, "right")))
+              for k in all_threads}
+    for s, e, p, t in zip(start.tolist(), end.tolist(), pid.tolist(), tid.tolist()):
+        if p < 0:
+            threads = all_threads
+        else:
+            own = thread_key.get((p, t))
+            threads = ([own] if own is not None else []) + [h for h in helper_keys if h != own]
+        parts = []
+        for k in threads:
+            a, b = bounds[k]
+            lo = a + int(np.searchsorted(t_sorted[a:b], s, side="left"))
+            hi = a + int(np.searchsorted(t_sorted[a:b], e, side="right"))
+            if hi > lo:
+                parts.append(order[lo:hi])
+        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+    return out
+
+
+def _gpu_projection(trace, start, end, pid, tid):  # type: ignore[no-untyped-def]
+    """Union of launched GPU work per range, its span, and the GPU rows themselves."""
+    n = len(start)
+    busy = np.full(n, -1, dtype=np.int64)
+    g0 = np.full(n, -1, dtype=np.int64)
+    g1 = np.full(n, -1, dtype=np.int64)
+    gpu = trace.gpu
+    rows_per: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * n
+    if len(gpu) == 0:
+        return busy, g0, g1, rows_per
+    active = (gpu.kind != GpuKind.SYNC) & (gpu.api >= 0)
+    rows = np.flatnonzero(active)
+    by_api = rows[np.argsort(gpu.api[rows], kind="stable")]
+    api_of = gpu.api[by_api]
+    api = trace.api
+    calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helper_threads(trace))
+    all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+    for i, c in enumerate(calls):
+        if pid[i] < 0:
+            sel = all_active
+        else:
+            c = np.sort(c)
+            lo = np.searchsorted(api_of, c, side="left")
+            hi = np.searchsorted(api_of, c, side="right")
+            cnt = hi - lo
+            sel = by_api[np.repeat(lo, cnt) + _ragged_arange(cnt)] if cnt.sum() else np.zeros(0, np.int64)
+        rows_per[i] = sel
+        if len(sel) == 0:
+            busy[i] = 0
+            continue
+        s, e = gpu.start_ns[sel], gpu.end_ns[sel]
+        busy[i] = tl.union_length(s, e)
+        g0[i], g1[i] = int(s.min()), int(e.max())
+    return busy, g0, g1, rows_per
+
+
+def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+    """[0..c0-1, 0..c1-1, ...] for counts c."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total) - starts
+
+
+_KIND_LABEL = {
+    AnnotationKind.STEP: "step",
+    AnnotationKind.USER: "user",
+    AnnotationKind.DATALOADER: "dataloader",
+    AnnotationKind.OPTIMIZER: "optimizer",
+    AnnotationKind.COMPILED: "compiled",
+    AnnotationKind.COMMUNICATION: "communication",
+}
+
+
+def stage_stats(occ: Occurrences, has_gpu: bool) -> list[StageStats]:
+    out = []
+    wall = occ.end_ns - occ.start_ns
+    for j, name in enumerate(occ.names):
+        m = occ.stage == j
+        steady = m & ~occ.warmup
+        warm = m & occ.warmup
+        w = wall[steady] if steady.any() else wall[m]
+        busy = occ.gpu_busy_ns[steady] if steady.any() else occ.gpu_busy_ns[m]
+        gpu_busy = int(busy[busy >= 0].sum()) if has_gpu else None
+        share = 100.0 * gpu_busy / int(w.sum()) if (has_gpu and w.sum() > 0) else None
+        out.append(
+            StageStats(
+                name=name,
+                kind=_KIND_LABEL.get(AnnotationKind(occ.kinds[j]), "user"),
+                count=int(steady.sum()) if steady.any() else int(m.sum()),
+                warmup_count=int(warm.sum()),
+                total_ns=int(w.sum()),
+                p50_ns=tl.percentile(w, 50),
+                p90_ns=tl.percentile(w, 90),
+                p99_ns=tl.percentile(w, 99),
+                mean_ns=float(w.mean()) if len(w) else float("nan"),
+                min_ns=int(w.min()) if len(w) else 0,
+                max_ns=int(w.max()) if len(w) else 0,
+                gpu_busy_ns=gpu_busy,
+                gpu_share_pct=share,
+                warmup_p50_ns=tl.percentile(wall[warm], 50) if warm.any() else None,
+            )
+        )
+    out.sort(key=lambda s: (s.kind != "step", -s.total_ns))
+    return out

@@ -1,0 +1,69 @@
+"""Output helpers for commands: atomic writes and a terminal progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from traceclass.errors import TraceclassError
+
+PROGRESS_MIN_BYTES = 32 << 20  # smaller files load in about a second: no bar
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write via a temporary file in the same directory and rename: readers never see half a report."""
+    p = Path(path)
+    directory = p.parent if str(p.parent) else Path(".")
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise TraceclassError(f"{p}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TraceclassError(f"{p}: cannot write ({exc.strerror or exc})") from None
+
+
+class ProgressBar:
+    """A one-line bar on stderr, only when stderr is a terminal and the input is large."""
+
+    def __init__(self, path: str, enabled: bool | None = None) -> None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        if enabled is None:
+            enabled = sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES
+        self.enabled = enabled
+        self._last = 0.0
+        self._phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if phase == self._phase and now - self._last < 0.1 and done < total:
+            return
+        self._phase, self._last = phase, now
+        frac = done / total if total else 1.0
+        width = 30
+        fill = int(frac * width)
+        sys.stderr.write(f"\r{phase:>13} [{'#' * fill}{'.' * (width - fill)}] {frac * 100:5.1f}%")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()

@@ -1,0 +1,303 @@
+"""Report -> GitHub-flavoured markdown.
+
+Every untrusted string (op, kernel, stage, file names, finding messages) passes through
+:mod:`traceclass.render.escape`; every number carries its unit.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from traceclass.render import units
+from traceclass.render.escape import code, text
+from traceclass.render.verdict import opportunities, verdict_sentences
+from traceclass.report.model import Report
+from traceclass.rule import Finding
+
+EVIDENCE_ROWS = 5
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
+    """A markdown table; ``align`` is one char per column: l (default) or r."""
+    align = align.ljust(len(headers), "l")
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join(c if c != "" else "—" for c in r) + " |")
+    return "\n".join(lines)
+
+
+def render(report: Report, top_n: int = 15) -> str:
+    parts = [_header(report), _verdict(report)]
+    if report.findings:
+        parts.append(_findings(report))
+    if report.stages:
+        parts.append(_stages(report))
+    if report.ops:
+        parts.append(_ops(report, top_n))
+    if report.devices:
+        parts.append(_timeline(report))
+    if report.kernels:
+        parts.append(_kernels(report, top_n))
+    if report.cpu_profile is not None:
+        parts.append(_cpu(report, top_n))
+    parts.append(_hardware(report))
+    if report.notes or report.rule_errors:
+        parts.append(_notes(report))
+    parts.append(_definitions(report))
+    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def _header(r: Report) -> str:
+    s = r.source
+    bits = [s.producer or s.format]
+    if s.format_version:
+        bits.append(f"format {text(s.format_version, 40)}")
+    bits.append(f"{units.size(s.size_bytes)} read")
+    if s.duration_ns:
+        bits.append(f"{units.duration(s.duration_ns)} recorded")
+    return f"# traceclass report: {code(s.file, 120)}\n\n" + text(", ".join(bits), 300) + \
+        f"; traceclass {text(r.traceclass_version, 20)}."
+
+
+def _verdict(r: Report) -> str:
+    lines = ["## Verdict", "", " ".join(verdict_sentences(r, code))]
+    opp = opportunities(r, code, text)
+    if opp:
+        lines += ["", "**Top opportunities** (time a fix could recover, estimated):", ""]
+        lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
+    return "\n".join(lines)
+
+
+def _findings(r: Report) -> str:
+    rows = [
+        (
+            f.code,
+            text(f.name, 40),
+            f.severity,
+            units.duration(f.recoverable_ns),
+            text(f.message, 240),
+        )
+        for f in r.findings
+    ]
+    out = [
+        "## Findings",
+        "",
+        "Sorted by recoverable time (what fixing the finding would save, estimated as stated per "
+        "finding). `traceclass explain CODE` documents each rule.",
+        "",
+        table(["code", "rule", "severity", "recoverable", "what was measured"], rows, "lllrl"),
+    ]
+    for f in r.findings:
+        out += ["", finding_details(f)]
+    return "\n".join(out)
+
+
+def finding_details(f: Finding, rows: int = EVIDENCE_ROWS) -> str:
+    head = f"### {f.code} {text(f.name, 60)}: {units.duration(f.recoverable_ns)} recoverable"
+    lines = [head, "", text(f.message, 400), "", f"*Estimate:* {text(f.estimate, 400)}",
+             "", f"*Fix:* {text(f.fix, 400)}", "", f"*Fingerprint:* `{f.fingerprint}`"]
+    if f.evidence:
+        ev_rows = []
+        for e in f.evidence[:rows]:
+            when = "—"
+            if e.start_ns is not None:
+                when = f"{units.duration(e.start_ns)}"
+                if e.end_ns is not None:
+                    when += f" → {units.duration(e.end_ns)}"
+            names = ", ".join(code(n, 60) for n in (e.ops + e.kernels)[:4])
+            ev_rows.append(
+                (
+                    text(e.what, 160),
+                    when,
+                    units.duration(e.duration_ns) if e.duration_ns is not None else "—",
+                    str(e.count) if e.count is not None else "—",
+                    units.size(e.bytes) if e.bytes is not None else "—",
+                    names or "—",
+                    code(e.source, 80) if e.source else "—",
+                )
+            )
+        lines += [
+            "",
+            table(["evidence", "window (from trace start)", "time", "count", "bytes", "ops / kernels", "source"],
+                  ev_rows, "llrrrll"),
+        ]
+        if len(f.evidence) > rows:
+            lines.append(f"\n({len(f.evidence) - rows} more instances in the JSON report)")
+    return "\n".join(lines)
+
+
+def _stages(r: Report) -> str:
+    has_gpu = any(s.gpu_busy_ns is not None for s in r.stages)
+    headers = ["stage", "kind", "count", "P50", "P90", "P99", "total"]
+    align = "llrrrrr"
+    if has_gpu:
+        headers += ["GPU busy", "GPU busy / wall"]
+        align += "rr"
+    headers += ["dominant bound"]
+    rows = []
+    for s in r.stages[:30]:
+        row = [code(s.name, 60), s.kind, str(s.count) + (f" (+{s.warmup_count} warm-up)" if s.warmup_count else ""),
+               units.duration(s.p50_ns), units.duration(s.p90_ns), units.duration(s.p99_ns),
+               units.duration(s.total_ns)]
+        if has_gpu:
+            row += [units.duration(s.gpu_busy_ns), units.pct(s.gpu_share_pct)]
+        dom = s.dominant_bound
+        if dom and s.bound_shares_pct:
+            dom = f"{dom} ({units.pct(s.bound_shares_pct.get(dom), 0)})"
+        row.append(dom or "—")
+        rows.append(row)
+    out = ["## Stages", "",
+           "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
+           + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
+              "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
+           + "Dominant bound = the roofline label holding most of the stage's op time.",
+           "", table(headers, rows, align)]
+    if len(r.stages) > 30:
+        out.append(f"\n({len(r.stages) - 30} more stages in the JSON report)")
+    return "\n".join(out)
+
+
+def _ops(r: Report, top_n: int) -> str:
+    basis = "GPU time" if r.ops_time_basis == "gpu" else "host time"
+    headers = ["op", "shapes", "dtype", "calls", basis, "share", "FLOP/call", "bytes/call",
+               "FLOP/byte", "ridge", "achieved", "% of roof", "bound", "gap to bound"]
+    rows = []
+    for o in r.ops[:top_n]:
+        achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
+        bound = o.bound + (" (heuristic)" if o.heuristic else "")
+        rows.append([
+            code(o.name, 60), code(o.shapes, 70) if o.shapes else "—", o.dtype or "—", str(o.count),
+            units.duration(o.total_ns), units.pct(o.share_pct), units.flops(o.flops), units.size(o.bytes),
+            units.ratio(o.intensity), units.ratio(o.ridge), achieved if o.flops is not None else "—",
+            units.pct(o.pct_of_roof, 0), bound, units.duration(o.gap_ns),
+        ])
+    denom = "device busy time (union over streams)" if r.ops_time_basis == "gpu" else "total op time on host threads"
+    lat = r.thresholds.get("latency_floor_us" if r.ops_time_basis == "gpu" else "cpu_latency_floor_us")
+    out = [
+        "## Top operators (roofline)", "",
+        f"Grouped by op name, input shapes and dtype; share = {basis} ÷ {denom}. "
+        "FLOP and bytes per call come from the recorded shapes (ideal traffic: every tensor read or "
+        "written once). `latency-bound` means the roofline lower bound per call is under "
+        f"{lat} µs, too small for either roof to matter; `unclassified` means no cost model "
+        "applies (the op is counted, not guessed).",
+        "", table(headers, rows, "llllrrrrrrrrlr"),
+    ]
+    notes = [o for o in r.ops[:top_n] if o.note]
+    if notes:
+        out += ["", "Notes: " + "; ".join(f"{code(o.name, 50)}: {text(o.note, 120)}" for o in notes[:6])]
+    if len(r.ops) > top_n:
+        rest = sum(o.total_ns for o in r.ops[top_n:])
+        out.append(f"\n{len(r.ops) - top_n} more op groups ({units.duration(rest)}) in the JSON report.")
+    if r.unmodeled_ops:
+        top = list(r.unmodeled_ops.items())[:8]
+        out.append(
+            "\nOps without a cost model (calls): "
+            + ", ".join(f"{code(n, 40)} ({c})" for n, c in top)
+            + (f" and {len(r.unmodeled_ops) - 8} more" if len(r.unmodeled_ops) > 8 else "")
+            + "."
+        )
+    return "\n".join(out)
+
+
+def _timeline(r: Report) -> str:
+    headers = ["device", "window", "busy", "idle", "compute", "copy", "communication", "exposed copy",
+               "exposed comm", "kernels", "copies", "streams"]
+    rows = []
+    for d in r.devices:
+        def both(ns: int) -> str:
+            return f"{units.duration(ns)} ({units.pct(100.0 * ns / d.window_ns if d.window_ns else 0)})"
+
+        rows.append([
+            f"{d.device} {code(d.name, 40)}" if d.name else str(d.device), units.duration(d.window_ns),
+            both(d.busy_ns), both(d.idle_ns), both(d.compute_ns), both(d.copy_ns), both(d.comm_ns),
+            units.duration(d.exposed_copy_ns), units.duration(d.exposed_comm_ns), str(d.kernels),
+            str(d.memcpys + d.memsets), str(d.streams),
+        ])
+    out = ["## GPU timeline", "",
+           "Window = first to last GPU activity on the device. Busy = union of kernels, copies and "
+           "memsets over all streams; compute = non-communication kernels; copy = memcpy + memset; "
+           "exposed copy = copy time overlapped by no kernel. Exact integer-ns unions (HTA rounds to "
+           "whole µs first).",
+           "", table(headers, rows, "lrrrrrrrrrrr")]
+    for d in r.devices:
+        if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:
+            out.append(
+                f"\nDevice {d.device}: over the whole profiler window ({units.duration(d.profiler_window_ns)}) "
+                f"the GPU was idle {units.duration(d.idle_in_profiler_window_ns)} "
+                f"({units.pct(100.0 * d.idle_in_profiler_window_ns / d.profiler_window_ns)})."
+            )
+    return "\n".join(out)
+
+
+def _kernels(r: Report, top_n: int) -> str:
+    rows = [
+        [code(k.name, 70), k.family, str(k.count), units.duration(k.total_ns), units.duration(k.mean_ns),
+         units.duration(k.p50_ns), units.duration(k.max_ns), units.pct(k.share_pct), k.bound or "—",
+         ", ".join(code(o, 30) for o in k.ops[:2]) or "—"]
+        for k in r.kernels[:top_n]
+    ]
+    return "\n".join([
+        "## Top GPU kernels", "",
+        "Sum of kernel durations by name (like `nsys stats cuda_gpu_kern_sum`); share = ÷ device busy "
+        "time, so overlapping kernels can add past 100%. Bound is shown when the kernel is the only "
+        "GPU work of its op.",
+        "", table(["kernel", "family", "count", "total", "mean", "P50", "max", "share", "bound", "launched by"],
+                  rows, "llrrrrrrll"),
+    ])
+
+
+def _cpu(r: Report, top_n: int) -> str:
+    try:
+        from traceclass.render.cpu_markdown import cpu_profile_markdown
+    except ImportError:
+        return ""
+    return cpu_profile_markdown(r.cpu_profile, top_n)
+
+
+def _hardware(r: Report) -> str:
+    rows = []
+    for h in r.hardware:
+        if h.device < 0 and r.ops_time_basis == "gpu":
+            continue
+        peaks = ", ".join(f"{k} {units.flop_rate(v)}" for k, v in list(h.peaks_flops_per_s.items())[:6])
+        rows.append([
+            "host CPU" if h.device < 0 else str(h.device), code(h.reported_name, 50) if h.reported_name else "—",
+            code(h.spec, 40) if h.spec else "unknown", text(h.how, 80),
+            units.byte_rate(h.memory_bandwidth_per_s), peaks or "—",
+        ])
+    notes = []
+    for h in r.hardware:
+        if h.device < 0 and r.ops_time_basis == "gpu":
+            continue
+        notes += [f"- {code(h.spec or h.reported_name, 40)}: {text(n, 400)}" for n in h.notes]
+    out = ["## Hardware", "",
+           "Roofs are dense datasheet peaks (`traceclass devices` lists them with sources).",
+           "", table(["device", "reported as", "spec used", "how", "memory bandwidth", "peaks"], rows, "lllrrl")]
+    if notes:
+        out += [""] + notes
+    return "\n".join(out)
+
+
+def _notes(r: Report) -> str:
+    lines = ["## Notes", ""]
+    lines += [f"- {text(n, 400)}" for n in r.notes]
+    lines += [f"- rule error: {text(e, 300)}" for e in r.rule_errors]
+    return "\n".join(lines)
+
+
+def _definitions(r: Report) -> str:
+    return "\n".join([
+        "<details><summary>Definitions</summary>",
+        "",
+        "- **FLOP/byte** (arithmetic intensity): modeled FLOPs ÷ ideal bytes moved.",
+        "- **ridge**: peak FLOP/s ÷ memory bandwidth of the device for the op's precision and unit "
+        "(matrix = tensor cores / MFMA, vector = CUDA cores / SIMD); work below the ridge is memory-bound.",
+        "- **achieved**: FLOP/s (or bytes/s for zero-FLOP ops) measured over the op's time per call.",
+        "- **% of roof**: achieved ÷ attainable, where attainable = min(peak, intensity × bandwidth).",
+        "- **gap to bound**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
+        "- **P50/P90/P99**: percentiles (linear interpolation) of wall time across occurrences.",
+        "- Times are wall-clock; µs = microseconds, ms = milliseconds; sizes in decimal units (1 MB = 10^6 bytes).",
+        "",
+        "</details>",
+    ])

@@ -1,0 +1,386 @@
+"""Analysis results + findings -> :class:`~traceclass.report.model.Report` (plain data)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from traceclass import __version__
+from traceclass.analysis import Analysis
+from traceclass.analysis.roofline import COMPUTE, LATENCY, MEMORY
+from traceclass.config import Config
+from traceclass.model import GpuKind, Trace
+from traceclass.report.model import (
+    DeviceRow,
+    HardwareRow,
+    KernelRow,
+    OpRow,
+    Opportunity,
+    Report,
+    SourceSummary,
+    StageRow,
+)
+from traceclass.rule import Finding
+
+
+def build_report(
+    trace: Trace,
+    analysis: Analysis,
+    findings: Sequence[Finding] = (),
+    config: Config | None = None,
+    rule_errors: Sequence[str] = (),
+) -> Report:
+    ops_rows = _op_rows(analysis)
+    findings = tuple(sorted(findings, key=lambda f: (-f.recoverable_ns, f.code, f.location)))
+    return Report(
+        traceclass_version=__version__,
+        source=_source(trace),
+        hardware=_hardware(analysis),
+        devices=_devices(trace, analysis),
+        stages=_stages(trace, analysis),
+        ops=ops_rows,
+        ops_total_ns=analysis.ops.total_ns,
+        ops_time_basis="gpu" if len(trace.gpu) else "cpu",
+        unmodeled_ops=dict(sorted(analysis.ops.unmodeled_names.items(), key=lambda kv: -kv[1])),
+        kernels=_kernels(trace, analysis),
+        findings=findings,
+        opportunities=_opportunities(findings, ops_rows),
+        cpu_profile=analysis.cpu,
+        notes=_notes(trace, analysis),
+        thresholds={
+            "warmup_steps": analysis.config.warmup_steps,
+            "latency_floor_us": analysis.config.latency_floor_us,
+            "cpu_latency_floor_us": analysis.config.cpu_latency_floor_us,
+            "config_sources": list(config.sources) if config else ["defaults"],
+        },
+        rule_errors=tuple(rule_errors),
+    )
+
+
+def _source(trace: Trace) -> SourceSummary:
+    bounds = trace.time_bounds()
+    counts = {
+        "ops": len(trace.ops),
+        "annotations": len(trace.annotations),
+        "python_frames": len(trace.python),
+        "api_calls": len(trace.api),
+        "gpu_activities": len(trace.gpu),
+        "memory_events": len(trace.memory),
+        "samples": int(trace.samples.count.sum()) if len(trace.samples) else 0,
+    }
+    return SourceSummary(
+        file=os.path.basename(trace.source.path),
+        format=trace.source.format,
+        producer=trace.source.producer,
+        format_version=trace.source.format_version,
+        size_bytes=trace.source.size_bytes,
+        duration_ns=(bounds[1] - bounds[0]) if bounds else 0,
+        captured=tuple(sorted(trace.captured)),
+        counts={k: v for k, v in counts.items() if v},
+        meta={k: v for k, v in trace.meta.items() if k != "event_counts"},
+    )
+
+
+def _hardware(analysis: Analysis) -> tuple[HardwareRow, ...]:
+    rows = []
+    for idx, rd in sorted(analysis.devices.items()):
+        spec = rd.spec
+        peaks: dict[str, float] = {}
+        sources: tuple[str, ...] = ()
+        if spec is not None:
+            peaks = {k: float(v) for k, v in spec.peaks.items()}
+            sources = tuple(spec.sources)
+        rows.append(
+            HardwareRow(
+                device=idx,
+                reported_name=rd.reported_name,
+                spec=spec.name if spec else None,
+                how=rd.how,
+                memory_bandwidth_per_s=spec.memory_bandwidth_bps if spec else None,
+                peaks_flops_per_s=peaks,
+                sources=sources,
+                notes=tuple(getattr(spec, "notes", ()) or ()) if spec is not None else (),
+            )
+        )
+    return tuple(rows)
+
+
+def _devices(trace: Trace, analysis: Analysis) -> tuple[DeviceRow, ...]:
+    t0 = _t0(trace)
+    out = []
+    for t in analysis.timelines:
+        info = trace.device(t.device)
+        out.append(
+            DeviceRow(
+                device=t.device,
+                name=info.name if info else "",
+                window_start_ns=t.window_start_ns - t0,
+                window_ns=t.window_ns,
+                busy_ns=t.busy_ns,
+                idle_ns=t.idle_ns,
+                compute_ns=t.compute_ns,
+                copy_ns=t.copy_ns,
+                comm_ns=t.comm_ns,
+                exposed_copy_ns=t.exposed_copy_ns,
+                exposed_comm_ns=t.exposed_comm_ns,
+                busy_pct=t.share(t.busy_ns),
+                idle_pct=t.share(t.idle_ns),
+                compute_pct=t.share(t.compute_ns),
+                copy_pct=t.share(t.copy_ns),
+                comm_pct=t.share(t.comm_ns),
+                kernels=t.kernels,
+                memcpys=t.memcpys,
+                memsets=t.memsets,
+                streams=t.streams,
+                profiler_window_ns=t.profiler_window_ns,
+                idle_in_profiler_window_ns=t.idle_in_profiler_window_ns,
+            )
+        )
+    return tuple(out)
+
+
+def _t0(trace: Trace) -> int:
+    b = trace.time_bounds()
+    return b[0] if b else 0
+
+
+def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
+    occ = analysis.occurrences
+    opa = analysis.ops
+    groups = opa.groups
+    group_bound = np.array([g.point.bound for g in groups] + [""], dtype=object)
+    group_flops = np.array([g.flops if g.flops is not None else np.nan for g in groups] + [np.nan])
+    group_bytes = np.array([g.bytes if g.bytes is not None else np.nan for g in groups] + [np.nan])
+    gpu = trace.gpu
+    has_gpu = len(gpu) > 0
+    index = {n: j for j, n in enumerate(occ.names)}
+    rows = []
+    for st in analysis.stages:
+        j = index[st.name]
+        m = occ.stage == j
+        steady = m & ~occ.warmup if (m & ~occ.warmup).any() else m
+        which = np.flatnonzero(steady)
+        shares: dict[str, float] = {}
+        flops = nbytes = None
+        if has_gpu:
+            parts = [occ.gpu_rows[i] for i in which]
+            sel = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            sel = sel[opa.gpu_group[sel] >= 0] if len(sel) else sel
+            if len(sel):
+                dur = (gpu.end_ns[sel] - gpu.start_ns[sel]).astype(np.float64)
+                labels = group_bound[opa.gpu_group[sel]]
+                shares = _shares(labels, dur)
+                owners = np.unique(opa.gpu_owner[sel])
+                owners = owners[owners >= 0]
+                g = opa.op_group[owners]
+                g = g[g >= 0]
+                flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
+        else:
+            parts = [occ.op_rows[i] for i in which]
+            sel = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            if len(sel) and len(opa.op_group):
+                sel = sel[opa.op_group[sel] >= 0]
+                if len(sel):
+                    labels = group_bound[opa.op_group[sel]]
+                    shares = _shares(labels, opa.owner_time_ns[sel].astype(np.float64))
+                    g = opa.op_group[sel]
+                    flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
+        dominant = max(shares, key=lambda k: shares[k]) if shares else ""
+        rows.append(
+            StageRow(
+                name=st.name,
+                kind=st.kind,
+                count=st.count,
+                warmup_count=st.warmup_count,
+                total_ns=st.total_ns,
+                p50_ns=st.p50_ns,
+                p90_ns=st.p90_ns,
+                p99_ns=st.p99_ns,
+                mean_ns=st.mean_ns,
+                min_ns=st.min_ns,
+                max_ns=st.max_ns,
+                warmup_p50_ns=st.warmup_p50_ns,
+                gpu_busy_ns=st.gpu_busy_ns,
+                gpu_share_pct=st.gpu_share_pct,
+                dominant_bound=dominant,
+                bound_shares_pct=shares,
+                flops=flops,
+                bytes=nbytes,
+                intensity=(flops / nbytes) if (flops is not None and nbytes) else None,
+            )
+        )
+    return tuple(rows)
+
+
+def _sum_or_none(values: np.ndarray) -> float | None:
+    v = values[~np.isnan(values)]
+    return float(v.sum()) if len(v) else None
+
+
+def _shares(labels: np.ndarray, weights: np.ndarray) -> dict[str, float]:
+    total = float(weights.sum())
+    if total <= 0:
+        return {}
+    out: dict[str, float] = {}
+    for lab in np.unique(labels).tolist():
+        if lab:
+            out[str(lab)] = 100.0 * float(weights[labels == lab].sum()) / total
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _op_rows(analysis: Analysis) -> tuple[OpRow, ...]:
+    total = analysis.ops.total_ns
+    out = []
+    for g in analysis.ops.groups:
+        p = g.point
+        out.append(
+            OpRow(
+                name=g.name,
+                shapes=g.shapes,
+                dtype=g.dtype,
+                kind=g.kind,
+                count=g.count,
+                kernels=g.kernels,
+                total_ns=g.total_ns,
+                share_pct=100.0 * g.total_ns / total if total else 0.0,
+                host_ns=g.host_ns,
+                device=g.device,
+                family=g.family,
+                flops=g.flops,
+                bytes=g.bytes,
+                intensity=p.intensity if p.intensity not in (None, float("inf")) else None,
+                ridge=p.ridge,
+                precision=g.precision,
+                unit=g.unit,
+                bound=p.bound,
+                heuristic=p.heuristic,
+                achieved_flops_per_s=p.achieved_flops_per_s,
+                achieved_bytes_per_s=p.achieved_bytes_per_s,
+                attainable_flops_per_s=p.attainable_flops_per_s,
+                pct_of_roof=p.pct_of_roof,
+                lower_bound_ns=p.lower_bound_ns,
+                gap_ns=(p.gap_ns * g.count) if p.gap_ns is not None else None,
+                note=g.note,
+                top_kernels=g.top_kernels,
+            )
+        )
+    return tuple(out)
+
+
+def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[KernelRow, ...]:
+    gpu = trace.gpu
+    if len(gpu) == 0:
+        return ()
+    active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+    if len(active) == 0:
+        return ()
+    dur = gpu.end_ns[active] - gpu.start_ns[active]
+    names = gpu.name[active]
+    order = np.lexsort((dur, names))
+    names_s, dur_s, rows_s = names[order], dur[order], active[order]
+    cut = np.r_[0, np.flatnonzero(np.diff(names_s)) + 1, len(names_s)]
+    busy = sum(t.busy_ns for t in analysis.timelines) or 1
+    fam = analysis.gpu_family
+    groups = analysis.ops.groups
+    out = []
+    for lo, hi in zip(cut[:-1], cut[1:]):
+        d = dur_s[lo:hi]
+        rows = rows_s[lo:hi]
+        n = hi - lo
+        med = float(d[n // 2]) if n % 2 else float(d[n // 2 - 1] + d[n // 2]) / 2.0
+        gg = analysis.ops.gpu_group[rows]
+        bound = ""
+        ugg = np.unique(gg[gg >= 0])
+        if len(ugg) == 1:
+            g = groups[int(ugg[0])]
+            if g.kind == "op" and g.kernels == g.count:
+                bound = g.point.bound
+        op_names: list[str] = []
+        if len(ugg):
+            w = np.bincount(np.searchsorted(ugg, gg[gg >= 0]), weights=d[gg >= 0].astype(np.float64))
+            for k in np.argsort(-w)[:3]:
+                g = groups[int(ugg[k])]
+                if g.kind == "op" and g.name not in op_names:
+                    op_names.append(g.name)
+        out.append(
+            KernelRow(
+                name=trace.strings[int(names_s[lo])],
+                family=str(fam[rows[0]]),
+                device=int(np.bincount(gpu.device[rows]).argmax()),
+                count=int(n),
+                total_ns=int(d.sum()),
+                mean_ns=float(d.mean()),
+                p50_ns=med,
+                max_ns=int(d.max()),
+                share_pct=100.0 * float(d.sum()) / busy,
+                bound=bound,
+                ops=tuple(op_names),
+            )
+        )
+    out.sort(key=lambda k: -k.total_ns)
+    return tuple(out[:limit])
+
+
+def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
+    out = [
+        Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
+        for f in findings
+        if f.recoverable_ns > 0
+    ]
+    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns]
+    gaps.sort(key=lambda o: -(o.gap_ns or 0))
+    for o in gaps[:3]:
+        roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
+        pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
+        out.append(
+            Opportunity(
+                title=f"{o.name} runs at {pct} of its {roof} roof",
+                recoverable_ns=int(o.gap_ns or 0),
+                source="roofline",
+                names=(o.name,),
+            )
+        )
+    out.sort(key=lambda o: -o.recoverable_ns)
+    return tuple(out[:5])
+
+
+def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
+    notes = list(trace.notes)
+    for idx, rd in sorted(analysis.devices.items()):
+        if idx < 0:
+            continue
+        if rd.spec is None:
+            label = rd.reported_name or f"device {idx}"
+            notes.append(
+                f"device {idx} ({label}) is not in the hardware table or its name is ambiguous: "
+                "roofline labels for its work are omitted (pass --device NAME; `traceclass devices` "
+                "lists the known names)"
+            )
+    if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
+        notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
+    if analysis.occurrences.synthetic:
+        notes.append("no ProfilerStep ranges: the whole trace is treated as one step")
+    if len(trace.ops) and "shapes" not in trace.captured:
+        notes.append(
+            "ops were recorded without shapes (record_shapes=False): FLOPs and bytes cannot be "
+            "computed, so ops are unclassified"
+        )
+    return tuple(notes)
+
+
+def relative(trace: Trace, t_ns: int | None) -> int | None:
+    return None if t_ns is None else t_ns - _t0(trace)
+
+
+def as_dict(obj: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [as_dict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): as_dict(v) for k, v in obj.items()}
+    return obj

@@ -1,0 +1,164 @@
+"""The report as plain data: what every renderer receives.
+
+Field names carry their units (``_ns``, ``_bytes``, ``_pct``, ``_per_s``); FLOPs are counts.
+Times in ``*_start_ns`` fields are relative to the trace's first event, so reports of
+different runs line up. Renderers never see the trace or the analyses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from traceclass.rule import Finding
+
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSummary:
+    file: str  # base name only: reports must not leak paths
+    format: str
+    producer: str
+    format_version: str
+    size_bytes: int
+    duration_ns: int  # first event -> last event
+    captured: tuple[str, ...]
+    counts: dict[str, int]  # rows per table
+    meta: dict[str, Any]  # versions and flags (never host or user names)
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareRow:
+    device: int  # trace device index; -1 = host CPU
+    reported_name: str
+    spec: str | None  # the spec used, None when unknown
+    how: str
+    memory_bandwidth_per_s: float | None  # bytes/s
+    peaks_flops_per_s: dict[str, float]  # "matrix_bf16" -> FLOP/s
+    sources: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # assumptions behind the figures (CPU entries state their clock)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceRow:
+    device: int
+    name: str
+    window_start_ns: int
+    window_ns: int
+    busy_ns: int
+    idle_ns: int
+    compute_ns: int
+    copy_ns: int
+    comm_ns: int
+    exposed_copy_ns: int
+    exposed_comm_ns: int
+    busy_pct: float
+    idle_pct: float
+    compute_pct: float
+    copy_pct: float
+    comm_pct: float
+    kernels: int
+    memcpys: int
+    memsets: int
+    streams: int
+    profiler_window_ns: int | None
+    idle_in_profiler_window_ns: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRow:
+    name: str
+    kind: str
+    count: int
+    warmup_count: int
+    total_ns: int
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    mean_ns: float
+    min_ns: int
+    max_ns: int
+    warmup_p50_ns: float | None
+    gpu_busy_ns: int | None
+    gpu_share_pct: float | None
+    dominant_bound: str  # by time of the work inside the stage; "" when nothing classified
+    bound_shares_pct: dict[str, float]
+    flops: float | None  # modeled FLOPs inside the steady-state occurrences
+    bytes: float | None
+    intensity: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRow:
+    name: str
+    shapes: str
+    dtype: str
+    kind: str  # "op", "kernel" (no op recorded), "graph" (graph replay)
+    count: int
+    kernels: int
+    total_ns: int
+    share_pct: float
+    host_ns: int
+    device: int
+    family: str
+    flops: float | None  # per call
+    bytes: float | None  # per call
+    intensity: float | None  # FLOP/byte
+    ridge: float | None  # FLOP/byte
+    precision: str
+    unit: str
+    bound: str
+    heuristic: bool
+    achieved_flops_per_s: float | None
+    achieved_bytes_per_s: float | None
+    attainable_flops_per_s: float | None
+    pct_of_roof: float | None
+    lower_bound_ns: float | None  # per call
+    gap_ns: float | None  # total over all calls: time above the lower bound
+    note: str
+    top_kernels: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelRow:
+    name: str
+    family: str
+    device: int
+    count: int
+    total_ns: int
+    mean_ns: float
+    p50_ns: float
+    max_ns: int
+    share_pct: float
+    bound: str  # from the op that launched it when that op launched only this kernel
+    ops: tuple[str, ...]  # launching op names (most time first)
+
+
+@dataclasses.dataclass(frozen=True)
+class Opportunity:
+    title: str  # plain text
+    recoverable_ns: int
+    source: str  # finding code, or "roofline" / "timeline"
+    names: tuple[str, ...] = ()  # op/kernel names mentioned (rendered as code)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    traceclass_version: str
+    source: SourceSummary
+    hardware: tuple[HardwareRow, ...]
+    devices: tuple[DeviceRow, ...]
+    stages: tuple[StageRow, ...]
+    ops: tuple[OpRow, ...]
+    ops_total_ns: int  # denominator of OpRow.share_pct
+    ops_time_basis: str  # "gpu" or "cpu"
+    unmodeled_ops: dict[str, int]
+    kernels: tuple[KernelRow, ...]
+    findings: tuple[Finding, ...]
+    opportunities: tuple[Opportunity, ...]
+    cpu_profile: Any  # CpuProfile from the sampled-profile analysis, or None
+    notes: tuple[str, ...]
+    thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
+    rule_errors: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
