@@ -36,7 +36,7 @@ class RuleInfo:
 class Evidence:
     """One instance behind a finding (a window, an op, a kernel sequence...).
 
-    Times are absolute trace ns; renderers show them relative to the trace start.
+    Rules give absolute trace ns; the report rebases them on the trace's first event.
     """
 
     what: str  # short description, plain text (renderers escape it)

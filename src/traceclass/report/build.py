@@ -33,7 +33,9 @@ def build_report(
     rule_errors: Sequence[str] = (),
 ) -> Report:
     ops_rows = _op_rows(analysis)
-    findings = tuple(sorted(findings, key=lambda f: (-f.recoverable_ns, f.code, f.location)))
+    t0 = _t0(trace)
+    findings = tuple(sorted((_relative_evidence(f, t0) for f in findings),
+                            key=lambda f: (-f.recoverable_ns, f.code, f.location)))
     return Report(
         traceclass_version=__version__,
         source=_source(trace),
@@ -57,6 +59,21 @@ def build_report(
         },
         rule_errors=tuple(rule_errors),
     )
+
+
+def _relative_evidence(f: Finding, t0: int) -> Finding:
+    """Evidence windows measured from the trace's first event, so runs line up."""
+    import dataclasses
+
+    ev = tuple(
+        dataclasses.replace(
+            e,
+            start_ns=None if e.start_ns is None else e.start_ns - t0,
+            end_ns=None if e.end_ns is None else e.end_ns - t0,
+        )
+        for e in f.evidence
+    )
+    return dataclasses.replace(f, evidence=ev)
 
 
 def _source(trace: Trace) -> SourceSummary:
