@@ -179,6 +179,7 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
         m = occ.stage == j
         steady = m & ~occ.warmup if (m & ~occ.warmup).any() else m
         which = np.flatnonzero(steady)
+        which = which[np.argsort(occ.start_ns[which], kind="stable")]
         shares: dict[str, float] = {}
         flops = nbytes = None
         if has_gpu:
@@ -226,9 +227,15 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
                 flops=flops,
                 bytes=nbytes,
                 intensity=(flops / nbytes) if (flops is not None and nbytes) else None,
+                wall_ns=tuple(int(x) for x in (occ.end_ns[which] - occ.start_ns[which])[:_MAX_SAMPLES].tolist()),
+                gpu_busy_each_ns=tuple(int(x) for x in occ.gpu_busy_ns[which][:_MAX_SAMPLES].tolist())
+                if has_gpu else (),
             )
         )
     return tuple(rows)
+
+
+_MAX_SAMPLES = 10_000  # per stage in the JSON report: enough for percentiles and noise tests
 
 
 def _sum_or_none(values: np.ndarray) -> float | None:

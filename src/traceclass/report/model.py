@@ -87,6 +87,8 @@ class StageRow:
     flops: float | None  # modeled FLOPs inside the steady-state occurrences
     bytes: float | None
     intensity: float | None
+    wall_ns: tuple[int, ...] = ()  # steady-state occurrence wall times in time order (for noise estimates)
+    gpu_busy_each_ns: tuple[int, ...] = ()  # GPU busy per steady occurrence (GPU traces)
 
 
 @dataclasses.dataclass(frozen=True)
