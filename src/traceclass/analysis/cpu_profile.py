@@ -1,0 +1,454 @@
+"""Sampled CPU profile: self/total time per frame, hot spots with a kind, per-thread shares.
+
+Works on ``trace.samples`` (aggregated rows allowed) and the stack trie, all vectorized:
+values are summed with ``bincount`` over node and frame ids, the trie is walked one level
+(or one ancestor step) at a time across all nodes at once.
+
+Units. A profile is measured in ``ns`` when its rows carry weights (speedscope weights, self
+time of timed frames), else in ``samples`` (collapsed stacks, nsys samples); samples convert
+to time only when the sampling interval is known. Shares are exact either way.
+
+Total time counts a frame once per sample even when it recurses: a node contributes to its
+frame's total only if no ancestor has the same frame.
+
+Waiting vs running. Thread states recorded in the trace (nsys) are used as they are.
+py-spy records none, so a sample counts as waiting when its kind (from
+:mod:`traceclass.analysis.frame_kinds`) is lock wait, sleep or I/O: a frame-based estimate.
+It only means "idle share" when idle samples were recorded (py-spy ``--idle``); without
+``--idle`` py-spy drops most idle samples and the profile is close to on-CPU time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
+from traceclass.model import Trace
+
+NO_FRAMES = "none"  # kind of a sample with an empty stack
+NO_FRAMES_LABEL = "empty stack (no frames recorded)"
+KEEP_FRAMES = 50
+KEEP_THREAD_FRAMES = 5
+#: idle inference: a thread with at least this many waiting samples...
+IDLE_EVIDENCE_SAMPLES = 50
+#: ...that make up at least this share of its samples shows idle samples were kept
+IDLE_EVIDENCE_SHARE = 0.5
+_WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING, key=PRIORITY.get)], dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameStat:
+    """One frame (function, file, line) with its self and total time."""
+
+    function: str
+    file: str
+    line: int | None
+    kind: str  # code in frame_kinds.KINDS; the kind of most of its self time
+    self_value: int  # in CpuProfile.unit
+    total_value: int
+    self_pct: float  # of all sampled time
+    total_pct: float
+    self_ns: int | None
+    total_ns: int | None
+    threads: tuple[str, ...] = ()  # threads with the most self time here, largest first
+
+    @property
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
+@dataclasses.dataclass(frozen=True)
+class KindShare:
+    kind: str
+    label: str
+    value: int
+    pct: float
+    ns: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadProfile:
+    row: int  # row in trace.threads
+    pid: int
+    tid: int
+    name: str
+    value: int
+    ns: int | None
+    samples: int | None  # None when rows are not samples (timed frames)
+    share_pct: float  # of all sampled time
+    running_pct: float  # of this thread's time
+    waiting_pct: float
+    no_frames_pct: float  # samples with an empty stack
+    dominant_kind: str
+    kinds: tuple[KindShare, ...]
+    hot_spots: tuple[FrameStat, ...]
+
+    @property
+    def label(self) -> str:
+        return _thread_label(self.name, self.pid, self.tid)
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuProfile:
+    source_format: str
+    producer: str
+    unit: str  # "ns", "samples" or "units" (weights that are not time)
+    interval_ns: int | None
+    total_value: int
+    total_ns: int | None
+    samples: int | None
+    includes_idle: bool | None
+    #: "recorded" (the reader or `record` knows), "inferred" (see idle_evidence), "unknown",
+    #: "thread state" (states per sample, idle or not), "timed" (wall-clock frames, no sampling)
+    includes_idle_basis: str
+    gil_only: bool | None
+    waiting_basis: str  # "thread state" or "frames"
+    running_pct: float
+    waiting_pct: float
+    from_intervals: bool  # values are self times of timed frames, not samples
+    has_line_numbers: bool
+    source_lines: int  # leaf frames whose source line the reader found
+    threads: tuple[ThreadProfile, ...]
+    hot_spots: tuple[FrameStat, ...]  # by self time, largest first
+    top_total: tuple[FrameStat, ...]  # by total time, largest first
+    kinds: tuple[KindShare, ...]
+    notes: tuple[str, ...] = ()
+    #: (thread label, waiting samples, waiting % of the thread) behind an "inferred" idle flag
+    idle_evidence: tuple[str, int, float] | None = None
+
+    def verdict(self) -> str:
+        """One sentence for the report's summary (kinds only: frame names are untrusted)."""
+        if not self.total_value or not self.kinds:
+            return ""
+        top = self.kinds[0]
+        what = "thread time" if self.unit != "units" else "profile weight"
+        text = f"CPU profile: {top.pct:.0f}% of sampled {what} is {top.label}"
+        if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
+            text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
+        if self.hot_spots:
+            text += f"; the hottest line alone takes {self.hot_spots[0].self_pct:.0f}%"
+        return text + "."
+
+
+def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuProfile:
+    cls = classifier or Classifier()
+    s = trace.samples
+    st = trace.stacks
+    fr = trace.frames
+    n_frames = len(fr)
+    sampling = trace.sampling
+    interval = sampling.interval_ns if sampling is not None else None
+
+    weight_unit = trace.meta.get("weight_unit")
+    weighted = len(s) > 0 and bool((s.weight_ns[s.count > 0] > 0).all()) and bool((s.weight_ns > 0).any())
+    if weighted:
+        value = s.weight_ns.astype(np.int64)
+        unit = "units" if weight_unit else "ns"
+    else:
+        value = s.count.astype(np.int64)
+        unit = "samples"
+    ns_per = 1 if unit == "ns" else (interval if unit == "samples" and interval else None)
+    from_intervals = trace.meta.get("samples_from") == "intervals"
+    sample_based = not from_intervals and unit != "units"
+
+    node = s.node.astype(np.int64)
+    has_stack = node >= 0
+    leaf_frame = np.where(has_stack, st.frame[np.maximum(node, 0)] if len(st) else -1, -1).astype(np.int64)
+
+    leaf_p, stack_p = _frame_priorities(trace, cls)
+    node_kind = _node_kinds(st, leaf_p, stack_p)
+    n_kinds = len(KIND_CODES)
+    row_kind = np.where(has_stack, node_kind[np.maximum(node, 0)] if len(st) else 0, n_kinds)  # n_kinds = none
+
+    states_known = len(s) > 0 and bool((s.state >= 0).all())
+    if states_known:
+        waiting_row = s.state == 1
+        waiting_basis = "thread state"
+    else:
+        waiting_row = np.isin(row_kind, _WAIT_P)
+        waiting_basis = "frames"
+
+    total = int(value.sum())
+    threads = trace.threads
+    n_threads = max(len(threads), int(s.thread.max()) + 1 if len(s) else 0)
+    thread = s.thread.astype(np.int64)
+
+    # self per (thread, frame) and per (frame, kind)
+    self_tf = _bincount(thread[has_stack] * n_frames + leaf_frame[has_stack], value[has_stack], n_threads * n_frames)
+    self_f = self_tf.reshape(n_threads, n_frames).sum(axis=0) if n_frames else np.zeros(0, dtype=np.int64)
+    kind_fk = _bincount(leaf_frame[has_stack] * (n_kinds + 1) + row_kind[has_stack], value[has_stack], n_frames * (n_kinds + 1))
+    frame_kind = kind_fk.reshape(n_frames, n_kinds + 1).argmax(axis=1) if n_frames else np.zeros(0, dtype=np.int64)
+    total_tf = _totals(st, thread[has_stack], node[has_stack], value[has_stack], n_threads, n_frames)
+    total_f = total_tf.reshape(n_threads, n_frames).sum(axis=0) if n_frames else np.zeros(0, dtype=np.int64)
+    kind_t = _bincount(thread * (n_kinds + 1) + row_kind, value, n_threads * (n_kinds + 1)).reshape(n_threads, n_kinds + 1)
+
+    names = _thread_names(trace, n_threads)
+    tpid = [int(threads.pid[t]) if t < len(threads) else -1 for t in range(n_threads)]
+    ttid = [int(threads.tid[t]) if t < len(threads) else -1 for t in range(n_threads)]
+    labels = [_thread_label(names[t], tpid[t], ttid[t]) for t in range(n_threads)]
+    strings = trace.strings
+
+    def stat(f: int, self_v: int, total_v: int, kind_idx: int, thread_names: tuple[str, ...] = ()) -> FrameStat:
+        line = int(fr.line[f])
+        return FrameStat(
+            function=strings[int(fr.function[f])],
+            file=strings[int(fr.file[f])] if fr.file[f] >= 0 else "",
+            line=line if line >= 0 else None,
+            kind=_kind_code(kind_idx),
+            self_value=self_v,
+            total_value=total_v,
+            self_pct=_pct(self_v, total),
+            total_pct=_pct(total_v, total),
+            self_ns=self_v * ns_per if ns_per else None,
+            total_ns=total_v * ns_per if ns_per else None,
+            threads=thread_names,
+        )
+
+    self_2d = self_tf.reshape(n_threads, n_frames) if n_frames else np.zeros((n_threads, 0), dtype=np.int64)
+    hot = _top(self_f, KEEP_FRAMES)
+    hot_spots = tuple(
+        stat(f, int(self_f[f]), int(total_f[f]), int(frame_kind[f]), _top_threads(self_2d[:, f], labels))
+        for f in hot
+    )
+    top_total = tuple(
+        stat(f, int(self_f[f]), int(total_f[f]), int(frame_kind[f])) for f in _top(total_f, KEEP_FRAMES)
+    )
+
+    counts_t = np.bincount(thread, weights=s.count, minlength=n_threads) if len(s) else np.zeros(n_threads)
+    waiting_t = _bincount(thread[waiting_row], value[waiting_row], n_threads)
+    empty_t = _bincount(thread[~has_stack], value[~has_stack], n_threads)
+    value_t = kind_t.sum(axis=1)
+    per_thread = []
+    for t in np.argsort(-value_t, kind="stable").tolist():
+        v = int(value_t[t])
+        if v == 0:
+            continue
+        tf = self_tf[t * n_frames : (t + 1) * n_frames] if n_frames else np.zeros(0, dtype=np.int64)
+        ttot = total_tf[t * n_frames : (t + 1) * n_frames] if n_frames else np.zeros(0, dtype=np.int64)
+        kinds_here = _kind_shares(kind_t[t], v, ns_per)
+        per_thread.append(
+            ThreadProfile(
+                row=t,
+                pid=tpid[t],
+                tid=ttid[t],
+                name=names[t],
+                value=v,
+                ns=v * ns_per if ns_per else None,
+                samples=int(round(counts_t[t])) if sample_based else None,
+                share_pct=_pct(v, total),
+                running_pct=_pct(v - int(waiting_t[t]) - int(empty_t[t]), v),
+                waiting_pct=_pct(int(waiting_t[t]), v),
+                no_frames_pct=_pct(int(empty_t[t]), v),
+                dominant_kind=kinds_here[0].kind if kinds_here else NO_FRAMES,
+                kinds=kinds_here,
+                hot_spots=tuple(
+                    stat(f, int(tf[f]), int(ttot[f]), int(frame_kind[f])) for f in _top(tf, KEEP_THREAD_FRAMES)
+                ),
+            )
+        )
+
+    waiting_total = int(waiting_t.sum())
+    empty_total = int(empty_t.sum())
+    includes_idle, idle_basis, evidence = _idle(trace, per_thread, sample_based, states_known)
+    notes = _notes(trace, unit, from_intervals, includes_idle)
+    source_lines = len(trace.meta.get("source_lines") or {})
+    return CpuProfile(
+        source_format=trace.source.format,
+        producer=trace.source.producer,
+        unit=unit,
+        interval_ns=interval,
+        total_value=total,
+        total_ns=total * ns_per if ns_per else None,
+        samples=int(s.count.sum()) if sample_based else None,
+        includes_idle=includes_idle,
+        includes_idle_basis=idle_basis,
+        gil_only=sampling.gil_only if sampling is not None else None,
+        waiting_basis=waiting_basis,
+        running_pct=_pct(total - waiting_total - empty_total, total),
+        waiting_pct=_pct(waiting_total, total),
+        from_intervals=from_intervals,
+        has_line_numbers=sampling.has_line_numbers if sampling is not None else bool((fr.line >= 0).any()),
+        source_lines=source_lines,
+        threads=tuple(per_thread),
+        hot_spots=hot_spots,
+        top_total=top_total,
+        kinds=_kind_shares(kind_t.sum(axis=0), total, ns_per),
+        notes=notes,
+        idle_evidence=evidence,
+    )
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def _frame_priorities(trace: Trace, cls: Classifier) -> tuple[np.ndarray, np.ndarray]:
+    """Leaf and stack kind priority per frame (0 = Python compute when nothing matches)."""
+    fr = trace.frames
+    n = len(fr)
+    leaf = np.zeros(n, dtype=np.int64)
+    stack = np.full(n, -1, dtype=np.int64)
+    src = trace.meta.get("source_lines") or {}
+    strings = trace.strings
+    for f in range(n):
+        fn = strings[int(fr.function[f])]
+        fi = strings[int(fr.file[f])] if fr.file[f] >= 0 else ""
+        lp, sp = cls.frame(fn, fi, src.get(f, ""))
+        leaf[f] = max(lp, 0)
+        stack[f] = sp
+    return leaf, stack
+
+
+def _node_kinds(st, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Kind priority per trie node: the best of its leaf kind and its ancestors' stack kinds."""
+    n = len(st)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    frame = st.frame.astype(np.int64)
+    parent = st.parent.astype(np.int64)
+    ctx = stack_p[frame].copy()
+    # one ancestor step at a time, all nodes together: ctx becomes the max over the whole path
+    anc = parent.copy()
+    active = np.flatnonzero(anc >= 0)
+    while len(active):
+        a = anc[active]
+        ctx[active] = np.maximum(ctx[active], stack_p[frame[a]])
+        anc[active] = parent[a]
+        active = active[anc[active] >= 0]
+    return np.maximum(leaf_p[frame], ctx)
+
+
+def _first_occurrence(st) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """True where no strict ancestor of the node has the same frame (recursion counted once)."""
+    n = len(st)
+    frame = st.frame.astype(np.int64)
+    parent = st.parent.astype(np.int64)
+    first = np.ones(n, dtype=bool)
+    anc = parent.copy()
+    active = np.flatnonzero(anc >= 0)
+    while len(active):
+        a = anc[active]
+        first[active[frame[a] == frame[active]]] = False
+        anc[active] = parent[a]
+        active = active[(anc[active] >= 0) & first[active]]
+    return first
+
+
+def _totals(st, thread: np.ndarray, node: np.ndarray, value: np.ndarray, n_threads: int, n_frames: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Total value per (thread, frame), flattened: each sample counts once per distinct frame."""
+    size = n_threads * n_frames
+    if len(node) == 0 or n_frames == 0:
+        return np.zeros(size, dtype=np.int64)
+    # collapse rows to distinct (thread, leaf node) pairs before walking up
+    key = thread * (len(st) + 1) + node
+    uniq, inv = np.unique(key, return_inverse=True)
+    v = _bincount(inv, value, len(uniq))
+    th = uniq // (len(st) + 1)
+    cur = uniq % (len(st) + 1)
+    first = _first_occurrence(st)
+    frame = st.frame.astype(np.int64)
+    parent = st.parent.astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    while len(cur):
+        hit = first[cur]
+        out += _bincount(th[hit] * n_frames + frame[cur[hit]], v[hit], size)
+        cur = parent[cur]
+        keep = cur >= 0
+        cur, th, v = cur[keep], th[keep], v[keep]
+    return out
+
+
+def _bincount(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Integer sums per key; exact (float64 holds integers up to 2**53)."""
+    if len(keys) == 0:
+        return np.zeros(size, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    if int(values.sum()) < (1 << 53):
+        return np.rint(np.bincount(keys, weights=values, minlength=size)).astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, keys, values)
+    return out
+
+
+def _top(values: np.ndarray, k: int) -> list[int]:
+    nz = np.flatnonzero(values > 0)
+    if len(nz) == 0:
+        return []
+    order = nz[np.lexsort((nz, -values[nz]))]
+    return order[:k].tolist()
+
+
+def _top_threads(per_thread: np.ndarray, names: list[str], k: int = 3) -> tuple[str, ...]:
+    return tuple(names[t] for t in _top(per_thread, k))
+
+
+def _thread_names(trace: Trace, n: int) -> list[str]:
+    th = trace.threads
+    return [trace.strings[int(th.name[t])] if t < len(th) and th.name[t] >= 0 else "" for t in range(n)]
+
+
+def _thread_label(name: str, pid: int, tid: int) -> str:
+    ids = ", ".join(x for x in (f"pid {pid}" if pid >= 0 else "", f"tid {tid}" if tid >= 0 else "") if x)
+    if name and ids:
+        return f"{name} ({ids})"
+    return name or ids or "all threads"
+
+
+def _kind_code(idx: int) -> str:
+    return KIND_CODES[idx] if 0 <= idx < len(KIND_CODES) else NO_FRAMES
+
+
+def _kind_shares(values: np.ndarray, total: int, ns_per: int | None) -> tuple[KindShare, ...]:
+    out = []
+    for i in _top(values, len(values)):
+        v = int(values[i])
+        code = _kind_code(i)
+        out.append(
+            KindShare(
+                kind=code,
+                label=label(code) if code != NO_FRAMES else NO_FRAMES_LABEL,
+                value=v,
+                pct=_pct(v, total),
+                ns=v * ns_per if ns_per else None,
+            )
+        )
+    return tuple(out)
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def _idle(
+    trace: Trace, threads: list[ThreadProfile], sample_based: bool, states_known: bool
+) -> tuple[bool | None, str, tuple[str, int, float] | None]:
+    sampling = trace.sampling
+    if sampling is not None and sampling.includes_idle is not None:
+        return sampling.includes_idle, "recorded", None
+    if not sample_based:
+        return None, "timed", None
+    if states_known:
+        return None, "thread state", None
+    # without --idle py-spy drops the samples of idle threads, so many samples in waiting
+    # calls mean they were kept; few prove nothing (py-spy's idle test is not exact)
+    for t in threads:
+        if t.samples is None:
+            continue
+        waiting = int(round(t.samples * t.waiting_pct / 100.0))
+        if waiting >= IDLE_EVIDENCE_SAMPLES and t.waiting_pct >= 100 * IDLE_EVIDENCE_SHARE:
+            return True, "inferred", (t.label, waiting, t.waiting_pct)
+    return None, "unknown", None
+
+
+def _notes(trace: Trace, unit: str, from_intervals: bool, includes_idle: bool | None) -> tuple[str, ...]:
+    out = []
+    if unit == "samples" and (trace.sampling is None or not trace.sampling.interval_ns):
+        out.append("no sampling interval in the file: values are sample counts")
+    if from_intervals:
+        out.append("values are self times of timed frames (wall clock), not CPU samples")
+    if includes_idle is False:
+        out.append("recorded without idle samples: waiting time is mostly missing")
+    return tuple(out)
