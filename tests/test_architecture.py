@@ -1,0 +1,80 @@
+"""Import direction: ingest -> model -> analysis/rules -> report -> render -> cli.
+
+Walks every module's imports with ``ast`` (including imports inside functions) and checks
+that no layer reaches a layer above it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "src" / "traceclass"
+RULES = ROOT / "rules"
+
+# layer -> traceclass subpackages/modules it must not import
+FORBIDDEN = {
+    "model": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "registry", "compare",
+              "costmodel", "hardware", "export"},
+    "ingest": {"analysis", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "costmodel": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "hardware": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "timeline": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "analysis": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "rules": {"ingest", "report", "render", "cli", "engine", "compare", "export"},
+    "report": {"ingest", "render", "cli", "rules", "compare"},
+    "render": {"ingest", "cli", "rules", "engine", "compare", "costmodel"},
+    "export": {"report", "render", "cli", "rules", "engine", "compare"},
+}
+
+
+def _modules():
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG)
+        layer = rel.parts[0].removesuffix(".py")
+        yield layer, p
+    for p in sorted(RULES.glob("*.py")):
+        yield "rules", p
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for n in names:
+            parts = n.split(".")
+            if parts[0] == "traceclass" and len(parts) > 1:
+                out.add(parts[1])
+    return out
+
+
+@pytest.mark.parametrize("layer, path", list(_modules()), ids=lambda x: str(x).rsplit("/", 1)[-1])
+def test_no_upward_imports(layer, path):
+    bad = _imports(path) & FORBIDDEN.get(layer, set())
+    assert not bad, f"{path.relative_to(ROOT)} ({layer}) imports {sorted(bad)}"
+
+
+def test_nothing_imports_cli():
+    for layer, path in _modules():
+        if layer in ("cli", "__main__"):
+            continue
+        assert "cli" not in _imports(path), path
+
+
+def test_packages_listed_in_pyproject():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"traceclass." + ".".join(p.parent.relative_to(PKG).parts) if p.parent != PKG else "traceclass"
+             for p in PKG.rglob("__init__.py")}
+    found.add("traceclass.rules")
+    assert found <= listed, f"add to pyproject packages: {sorted(found - listed)}"
