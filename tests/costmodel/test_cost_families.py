@@ -284,6 +284,7 @@ def test_comparisons_where_and_fill() -> None:
     assert c.bytes == 4 * 2 * 4096 + 4096  # bool output
     c = cost("aten::where", ops(T("bool", 4096), T("fp32", 4096), T("fp32")))
     assert c.bytes == 4096 + 4 * 4096 + 4 + 4 * 4096
+    assert estimate("aten::where", ops(T("bool", 4096))) is None  # where(condition): data-dependent output
     fill = cost("aten::fill_", ops(T("bf16", 100), 0))
     assert fill.flops == 0 and fill.bytes == 2 * 100  # written, not read
     zero = cost("aten::zero_", ops(T("fp32", 7, 3)))

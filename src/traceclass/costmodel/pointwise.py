@@ -30,6 +30,7 @@ class _Pw(NamedTuple):
     promote_from: tuple[int, ...] | None = None  # operands that set the result type (default: all)
     scalars: tuple[int, ...] = ()  # Scalar positions that take part in type promotion
     reads_self: bool = True
+    min_args: int = 1  # fewer recorded arguments means another overload (``where(condition)``)
 
 
 _U = (0,)
@@ -72,7 +73,7 @@ _OPS: dict[str, _Pw] = {
     "subtract": _Pw(1, _B, scalars=(1,)),
     "rsub": _Pw(1, _B, scalars=(1,)),
     # ternary
-    "where": _Pw(1, _T, promote_from=(1, 2), scalars=(1, 2)),
+    "where": _Pw(1, _T, promote_from=(1, 2), scalars=(1, 2), min_args=3),
     "masked_fill": _Pw(1, _T, "self"),
     "lerp": _Pw(3, _T, promote_from=(0, 1)),
     "addcmul": _Pw(3, _T),
@@ -102,6 +103,8 @@ def _alpha_flops(args: Args, base: str) -> float:
 
 
 def _cost(args: Args, pw: _Pw, in_place: bool, base: str = "") -> OpCost | None:
+    if len(args) < pw.min_args:
+        return None
     tensors: dict[int, Tensor] = {i: t for i in pw.operands if (t := args.tensor(i)) is not None}
     self_t = tensors.get(0)
     if self_t is None:
