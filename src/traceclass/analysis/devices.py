@@ -32,11 +32,11 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
         if forced is not None:
             out[d.index] = ResolvedDevice(d.index, d.name, forced, "--device override")
             continue
-        spec = hardware.lookup(d.name) if d.name else None
+        spec = hardware.lookup(d.name, sm_count=d.sm_count, memory_bytes=d.memory_bytes) if d.name else None
         how = "detected" if spec is not None else "unknown"
         if spec is not None and d.memory_bandwidth_bps:
             spec = hardware.with_measured_bandwidth(spec, d.memory_bandwidth_bps)
-            how = "detected; memory bandwidth as reported by the profiler"
+            how = "detected; memory bandwidth as the export reports it"
         out[d.index] = ResolvedDevice(d.index, d.name, spec, how)
     for u in used:
         if u not in out:

@@ -27,7 +27,7 @@ from traceclass.analysis.kernel_families import gpu_families
 from traceclass.analysis.roofline import Point, Roof, classify, heuristic_point
 from traceclass.model import GpuKind, Trace
 from traceclass.model.dtypes import canonical_dtype
-from traceclass.model.nesting import ancestors_until
+from traceclass.model.nesting import ancestors_until, group_ids
 
 RoofFor = Callable[[int, str, str], Roof | None]  # (device index, precision, unit) -> Roof
 
@@ -88,9 +88,10 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float,
     flops_row = np.zeros(n_ops)
     bytes_row = np.zeros(n_ops)
     if n_ops:
-        pair, inv = np.unique(np.stack([ops.name.astype(np.int64), ops.inputs.astype(np.int64)], 1),
-                              axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        inv, n_pairs = group_ids(ops.name.astype(np.int64), ops.inputs.astype(np.int64))
+        first = np.zeros(n_pairs, dtype=np.int64)
+        first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
+        pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
         ok = np.zeros(len(pair), dtype=bool)
         fl = np.zeros(len(pair))
         by = np.zeros(len(pair))
@@ -140,10 +141,12 @@ def _gpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodele
     # op-owned groups: group id per owner op, then per GPU row through its owner
     owners = np.flatnonzero(owner_time > 0)
     if len(owners):
-        key = np.stack([ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
-                        modeled[owners].astype(np.int64)], 1)
-        uk, inv = np.unique(key, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        inv, n_groups = group_ids(ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
+                                  modeled[owners].astype(np.int64))
+        rep = np.zeros(n_groups, dtype=np.int64)
+        rep[inv[::-1]] = owners[::-1]
+        uk = np.stack([ops.name[rep].astype(np.int64), ops.inputs[rep].astype(np.int64),
+                       modeled[rep].astype(np.int64)], 1)
         grp_of_op = np.full(len(ops), -1, dtype=np.int64)
         grp_of_op[owners] = inv
         g_rows = np.flatnonzero((g_owner >= 0) & active)
@@ -342,10 +345,12 @@ def _cpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodele
     groups: list[OpGroup] = []
     members_of: list[tuple[np.ndarray, np.ndarray]] = []
     if len(owners):
-        key = np.stack([ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
-                        modeled[owners].astype(np.int64)], 1)
-        uk, inv = np.unique(key, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        inv, n_groups = group_ids(ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
+                                  modeled[owners].astype(np.int64))
+        rep = np.zeros(n_groups, dtype=np.int64)
+        rep[inv[::-1]] = owners[::-1]
+        uk = np.stack([ops.name[rep].astype(np.int64), ops.inputs[rep].astype(np.int64),
+                       modeled[rep].astype(np.int64)], 1)
         mem_slices = _slices(inv, owners)
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices[k]

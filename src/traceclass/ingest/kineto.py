@@ -88,6 +88,19 @@ class _Event(msgspec.Struct, gc=False):
     args: Optional[_Args] = None
 
 
+class _EventRawTs(msgspec.Struct, gc=False):
+    """Same fields, ``ts`` kept as text: used once a file needs exact timestamp parsing."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _EMPTY
+    dur: Any = None
+    args: Optional[_Args] = None
+
+
 class _LooseEvent(msgspec.Struct, gc=False):
     """Fallback when some event's ``args`` is not an object: args converted one by one."""
 
@@ -107,10 +120,13 @@ class _TsText(msgspec.Struct, gc=False):
 
 _DECODE_EVENTS = msgspec.json.Decoder(list[_Event])
 _DECODE_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
+_DECODE_RAWTS = msgspec.json.Decoder(list[_EventRawTs])
 _DECODE_TS = msgspec.json.Decoder(list[_TsText])
 
 # category codes
 _OP, _ANN, _PY, _API, _KERNEL, _MEMCPY, _MEMSET, _SYNC, _MEM, _META, _SPAN, _SKIP = range(12)
+_PH_X, _PH_I, _PH_M, _PH_FLOW = 1, 2, 3, 4
+_PHASE = {"X": _PH_X, "i": _PH_I, "I": _PH_I, "M": _PH_M, "s": _PH_FLOW, "f": _PH_FLOW, "t": _PH_FLOW}
 _CATEGORY = {
     "cpu_op": _OP,
     "operator": _OP,  # very old Kineto
@@ -180,9 +196,11 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         buf = b"[" + b",".join(chunk) + b"]"
         del chunk
         try:
-            evs = _DECODE_EVENTS.decode(buf)
+            evs = state.decoder.decode(buf)
+            state.loose = False
         except msgspec.ValidationError:
             evs = _DECODE_LOOSE.decode(buf)
+            state.loose = True
         except msgspec.DecodeError as exc:
             raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
         state.process(evs, buf)
@@ -269,43 +287,20 @@ class _ChunkState:
         self.thread_names: dict[tuple[int, int], str] = thread_names
         self.window: list[tuple[int, int]] = window
         self.exact_ts: bool | None = None
+        self.decoder = _DECODE_EVENTS
+        self.loose = False
 
-    def process(self, evs: list[_Event], buf: bytes) -> None:
+    def process(self, evs: list[Any], buf: bytes) -> None:
         n = len(evs)
         if n == 0:
             return
-        cat_of = _CATEGORY.get
-        counts = self.counts
-        codes = np.empty(n, dtype=np.int8)
-        for i, e in enumerate(evs):
-            ph = e.ph
-            if ph == "X":
-                c = cat_of(e.cat, -1) if isinstance(e.cat, str) else -1
-                if c < 0:
-                    key = e.cat if isinstance(e.cat, str) else "?"
-                    if key not in ("gpu_user_annotation", "overhead", "cuda_profiler_range"):
-                        key = "?" + str(key)[:40]
-                    counts[key] = counts.get(key, 0) + 1
-                    c = _SKIP
-                codes[i] = c
-            elif ph == "i" or ph == "I":
-                codes[i] = _MEM if e.cat == "cpu_instant_event" else _SKIP
-            elif ph == "M":
-                codes[i] = _META
-            else:
-                if ph in ("s", "f", "t"):
-                    key = f"flow:{e.cat}"
-                else:
-                    key = f"?ph {ph}"[:40]
-                counts[key] = counts.get(key, 0) + 1
-                codes[i] = _SKIP
+        codes = self._categories(evs)
         ts_ns, dur_ns = self._times(evs, buf)
-        for c in np.unique(codes):
-            c = int(c)
+        for c in np.unique(codes).tolist():
             if c == _SKIP:
                 continue
             idx = np.flatnonzero(codes == c)
-            sub = [evs[i] for i in idx]
+            sub = [evs[i] for i in idx.tolist()]
             t, d = ts_ns[idx], dur_ns[idx]
             if c == _META:
                 self._meta(sub)
@@ -318,17 +313,56 @@ class _ChunkState:
             else:
                 self._timed(c, sub, t, d)
 
-    def _times(self, evs: list[_Event], buf: bytes) -> tuple[np.ndarray, np.ndarray]:
-        ts = _floats([e.ts for e in evs])
+    def _categories(self, evs: list[Any]) -> np.ndarray:
+        """Category code per event, and counts of what is skipped (flows, unknown categories)."""
+        phs = [e.ph for e in evs]
+        cats = [e.cat for e in evs]
+        try:
+            ph = np.array([_PHASE.get(p, 0) for p in phs], dtype=np.int8)
+            cat = np.array([_CATEGORY.get(c, -1) for c in cats], dtype=np.int8)
+        except TypeError:  # an unhashable ph/cat in a hostile file
+            ph = np.array([_PHASE.get(p, 0) if isinstance(p, str) else 0 for p in phs], dtype=np.int8)
+            cat = np.array([_CATEGORY.get(c, -1) if isinstance(c, str) else -1 for c in cats], dtype=np.int8)
+        codes = np.full(len(evs), _SKIP, dtype=np.int8)
+        x = ph == _PH_X
+        codes[x & (cat >= 0)] = cat[x & (cat >= 0)]
+        codes[ph == _PH_M] = _META
+        inst = np.flatnonzero(ph == _PH_I)
+        if len(inst):
+            is_mem = np.array([cats[i] == "cpu_instant_event" for i in inst.tolist()], dtype=bool)
+            codes[inst[is_mem]] = _MEM
+        counts = self.counts
+        for i in np.flatnonzero(x & (cat < 0)).tolist():
+            c = cats[i]
+            key = c if c in ("gpu_user_annotation", "overhead", "cuda_profiler_range") else "?" + str(c)[:40]
+            counts[key] = counts.get(key, 0) + 1
+        flow = np.flatnonzero(ph == _PH_FLOW)
+        if len(flow):
+            for c in set(cats[i] for i in flow.tolist()):
+                k = f"flow:{c}"
+                counts[k] = counts.get(k, 0) + sum(1 for i in flow.tolist() if cats[i] == c)
+        other = np.flatnonzero(ph == 0)
+        for i in other.tolist():
+            key = f"?ph {phs[i]}"[:40]
+            counts[key] = counts.get(key, 0) + 1
+        return codes
+
+    def _times(self, evs: list[Any], buf: bytes) -> tuple[np.ndarray, np.ndarray]:
         dur = _floats([e.dur for e in evs])
         dur_ns = np.where(np.isfinite(dur), np.rint(dur * 1000.0), 0).astype(np.int64)
         dur_ns = np.maximum(dur_ns, 0)
+        if evs and type(evs[0]) is _EventRawTs:
+            ts_ns, ok = decimal_text_to_int([e.ts for e in evs], 3)
+            return np.where(ok, ts_ns, 0), dur_ns
+        ts = _floats([e.ts for e in evs])
         finite = np.isfinite(ts)
         if self.exact_ts is None and finite.any():
             self.exact_ts = bool(np.abs(ts[finite]).max() >= EXACT_TS_LIMIT_US)
+            if self.exact_ts and not self.loose:
+                # epoch-us floats lose ns digits in float64: read ts as text from now on
+                self.decoder = _DECODE_RAWTS
         if self.exact_ts:
-            raws = [bytes(x.ts) for x in _DECODE_TS.decode(buf)]
-            ts_ns, ok = decimal_text_to_int(raws, 3)
+            ts_ns, ok = decimal_text_to_int([x.ts for x in _DECODE_TS.decode(buf)], 3)
             if not ok.all():  # keep int64 throughout: a float detour would lose the ns digits
                 fallback = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
                 ts_ns = np.where(ok, ts_ns, fallback)
@@ -361,7 +395,12 @@ class _ChunkState:
 
     def _timed(self, c: int, sub: list[_Event], t: np.ndarray, d: np.ndarray) -> None:
         names = self.strings.intern_many([_str(e.name) for e in sub])
-        args = [_args(e.args) for e in sub]
+        if self.loose:
+            args = [_args(e.args) for e in sub]
+        else:
+            args = [e.args for e in sub]
+            if None in args:
+                args = [a if a is not None else _NO_ARGS for a in args]
         if c in (_KERNEL, _MEMCPY, _MEMSET, _SYNC):
             dev = _ints([a.device for a in args])
             pid = _ints([e.pid for e in sub])
@@ -510,6 +549,13 @@ def _int_or_none(v: Any) -> int | None:
 
 
 def _products(values: list[Any]) -> np.ndarray:
+    """x*y*z of ``[x, y, z]`` launch dimensions (-1 when absent or malformed)."""
+    try:
+        arr = np.array(values, dtype=np.int64)
+        if arr.ndim == 2 and arr.shape[1] > 0 and (arr >= 0).all():
+            return arr.prod(axis=1)
+    except (TypeError, ValueError, OverflowError):
+        pass
     out = np.full(len(values), -1, dtype=np.int64)
     for k, v in enumerate(values):
         if isinstance(v, list) and v:

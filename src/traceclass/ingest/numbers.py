@@ -2,7 +2,8 @@
 
 Kineto writes ``ts`` in microseconds with three decimals. Epoch-microsecond values
 (~1.7e15) do not survive a float64 parse (they keep 0.25 us steps), so ``ts`` is decoded
-from its text: integer and fraction digits are accumulated as integers, vectorized.
+from its text: the numbers are laid out as a fixed-width byte matrix and their digits are
+weighted by their place relative to the decimal point, all vectorized.
 """
 
 from __future__ import annotations
@@ -17,67 +18,73 @@ _POW10 = 10 ** np.arange(19, dtype=np.int64)
 def decimal_text_to_int(raws: Sequence[bytes], scale_exp: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """``round(value * 10**scale_exp)`` for each JSON number text, exactly.
 
-    Returns ``(values, ok)``; ``ok`` is False where the text was empty or not a number.
-    Texts with an exponent (``1e+06``) go through float, which is exact enough there.
+    ``raws`` are bytes-like (``bytes`` or ``msgspec.Raw``). Returns ``(values, ok)``; ``ok`` is
+    False where the text was empty or not a number. Texts with an exponent or a sign go
+    through Python's float/int parsing, one by one (they are rare in traces).
     """
     n = len(raws)
-    values = np.zeros(n, dtype=np.int64)
-    ok = np.zeros(n, dtype=bool)
     if n == 0:
-        return values, ok
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     buf = b",".join(raws) + b","
+    return joined_decimal_to_int(buf, n, raws, scale_exp)
+
+
+def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = None,
+                          scale_exp: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`decimal_text_to_int` for ``n`` texts already joined as ``t0,t1,...,tn-1,``."""
     a = np.frombuffer(buf, dtype=np.uint8)
-    is_sep = a == 44
-    sep = np.flatnonzero(is_sep)
-    num_id = np.cumsum(is_sep) - is_sep
-    starts = np.r_[0, sep[:-1] + 1]
+    sep = np.flatnonzero(a == 44)
+    if len(sep) != n:
+        raise ValueError("separator count does not match the number count")
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = sep[:-1] + 1
     lengths = sep - starts
-    is_digit = (a >= 48) & (a <= 57)
-    is_dot = a == 46
-    is_exp = (a == 101) | (a == 69)
-    is_neg = a == 45
-    dot_of = sep.copy()
-    dots = np.flatnonzero(is_dot)
-    dot_of[num_id[dots]] = dots
-    digit_pos = np.flatnonzero(is_digit)
-    nid = num_id[digit_pos]
-    d = dot_of[nid]
-    e10 = np.where(digit_pos < d, d - digit_pos - 1, d - digit_pos) + scale_exp
-    digits = a[digit_pos].astype(np.int64) - 48
-    keep = (e10 >= 0) & (e10 < 19)
-    contrib = digits[keep] * _POW10[e10[keep]]
-    nid_keep = nid[keep]
-    has_digit = np.zeros(n, dtype=bool)
-    has_digit[nid_keep] = True
-    if len(nid_keep):
-        first = np.searchsorted(nid_keep, np.arange(n))
-        sums = np.add.reduceat(contrib, np.minimum(first, len(contrib) - 1))
-        values = np.where(has_digit, sums, 0)
+    width = int(lengths.max()) if n else 0
+    values = np.zeros(n, dtype=np.int64)
+    ok = lengths > 0
+    if width == 0:
+        return values, ok
+    cols = np.arange(width, dtype=np.int64)
+    inside = cols[None, :] < lengths[:, None]
+    idx = np.minimum(starts[:, None] + cols[None, :], len(a) - 1)
+    mat = np.where(inside, a[idx], 0).astype(np.uint8)
+    digit = mat - np.uint8(48)  # wraps for non-digits
+    is_digit = digit < 10
+    is_dot = mat == 46
+    # anything but digits and one dot (a sign, an exponent, garbage) takes the slow path
+    odd = inside & ~is_digit & ~is_dot
+    slow = odd.any(axis=1) | (is_dot.sum(axis=1) > 1)
+    has_dot = is_dot.any(axis=1)
+    dot = np.where(has_dot, is_dot.argmax(axis=1), lengths)
+    e10 = np.where(cols[None, :] < dot[:, None], dot[:, None] - cols[None, :] - 1,
+                   dot[:, None] - cols[None, :]) + scale_exp
+    use = is_digit & (e10 >= 0) & (e10 < 19)
+    weights = np.where(use, _POW10[np.clip(e10, 0, 18)], 0)
+    values = (digit.astype(np.int64) * weights).sum(axis=1)
     # round half up on the first dropped digit
-    dropped = e10 == -1
-    if dropped.any():
-        up = digits[dropped] >= 5
-        np.add.at(values, nid[dropped][up], 1)
-    neg = np.zeros(n, dtype=bool)
-    neg_pos = np.flatnonzero(is_neg)
-    neg[num_id[neg_pos[neg_pos == starts[num_id[neg_pos]]]]] = True
-    values = np.where(neg, -values, values)
-    ok = has_digit & (lengths > 0)
-    # anything but digits, one dot and a leading minus makes the text suspect
-    other = ~(is_digit | is_dot | is_sep | is_neg)
-    bad = np.zeros(n, dtype=bool)
-    bad[num_id[np.flatnonzero(other)]] = True
-    with_exp = np.zeros(n, dtype=bool)
-    with_exp[num_id[np.flatnonzero(is_exp)]] = True
-    for i in np.flatnonzero(bad):
-        try:
-            x = float(raws[i])
-        except ValueError:
+    first_dropped = is_digit & (e10 == -1)
+    values += (first_dropped & (digit >= 5)).any(axis=1)
+    ok &= is_digit.any(axis=1)
+    for i in np.flatnonzero(slow & ok).tolist():
+        text = bytes(raws[i]) if raws is not None else bytes(a[starts[i]: starts[i] + lengths[i]])
+        v = _parse_one(text, scale_exp)
+        if v is None:
             ok[i] = False
-            continue
-        if x != x or x in (float("inf"), float("-inf")):
-            ok[i] = False
-            continue
-        values[i] = int(round(x * 10**scale_exp))
-        ok[i] = True
+            values[i] = 0
+        else:
+            values[i] = v
     return values, ok
+
+
+def _parse_one(text: bytes, scale_exp: int) -> int | None:
+    s = text.strip()
+    try:
+        if b"e" not in s.lower() and b"." not in s:
+            return int(s) * 10**scale_exp
+        x = float(s)
+    except ValueError:
+        return None
+    if x != x or x in (float("inf"), float("-inf")):
+        return None
+    return int(round(x * 10**scale_exp))

@@ -111,6 +111,8 @@ def read_bytes(
 def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-untyped-def]
     if progress is None or size < (64 << 20):
         return fh.read()
+    # read into one buffer in pieces (for the progress bar) and hand it over without a copy:
+    # the decoders take any bytes-like object, and a copy would double peak memory
     buf = bytearray(size)
     view = memoryview(buf)
     done = 0
@@ -120,8 +122,10 @@ def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-
             break
         done += n
         progress("reading", done, size)
-    del view
-    return bytes(buf[:done]) if done != size else bytes(buf)
+    view.release()
+    if done != size:
+        del buf[done:]
+    return buf  # type: ignore[return-value]
 
 
 def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  # type: ignore[no-untyped-def]

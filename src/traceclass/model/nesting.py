@@ -74,9 +74,10 @@ def nest(
     repaired = 0
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
         rows = order[lo:hi]
-        p, d, ok = _nest_sorted(start[rows], end[rows])
+        s_t, e_t = start[rows], end[rows]
+        p, d, ok = _nest_sorted(s_t, e_t)
         if not ok:
-            p, d, fixed = _nest_sorted_slow(start[rows], end[rows])
+            p, d, fixed = _nest_repaired(s_t, e_t)
             repaired += fixed
         parent[rows] = np.where(p >= 0, rows[np.maximum(p, 0)], -1)
         depth[rows] = d
@@ -114,6 +115,28 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     pp = parent[has]
     ok = bool(np.all(s[pp] <= s[has]) and np.all(e[pp] >= e[has]))
     return parent, d.astype(np.int16), ok
+
+
+def _nest_repaired(s: np.ndarray, e: np.ndarray, rounds: int = 16) -> tuple[np.ndarray, np.ndarray, int]:
+    """Nesting when some intervals outlive their parent (µs rounding, clock skew).
+
+    A child that starts inside its parent but ends after it is clipped to the parent's end
+    and the nesting recomputed, a few vectorized rounds; the stack walk is the last resort.
+    """
+    e_eff = e.copy()
+    clipped = np.zeros(len(s), dtype=bool)
+    for _ in range(rounds):
+        p, d, ok = _nest_sorted(s, e_eff)
+        if ok:
+            return p, d, int(clipped.sum())
+        has = p >= 0
+        pp = np.where(has, p, 0)
+        over = has & (s >= s[pp]) & (s < e_eff[pp]) & (e_eff > e_eff[pp])
+        if not over.any():
+            break
+        e_eff[over] = e_eff[pp[over]]
+        clipped |= over
+    return _nest_sorted_slow(s, e)
 
 
 def _nest_sorted_slow(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

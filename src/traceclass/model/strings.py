@@ -35,18 +35,15 @@ class StringTable:
         return code
 
     def intern_many(self, values: Sequence[str | None]) -> np.ndarray:
-        """Codes for a sequence of strings (``None`` -> -1)."""
-        index = self._index
-        out = np.empty(len(values), dtype=np.int32)
-        for i, v in enumerate(values):
-            if v is None:
-                out[i] = -1
-                continue
-            code = index.get(v)
-            if code is None:
-                code = self.intern(v)
-            out[i] = code
-        return out
+        """Codes for a sequence of strings (``None`` -> -1); one dict probe per value."""
+        get = self._index.get
+        codes = [get(v) for v in values]
+        if None in codes:  # new strings (or None values): intern them in order of appearance
+            for i, c in enumerate(codes):
+                if c is None:
+                    v = values[i]
+                    codes[i] = -1 if v is None else self.intern(v)
+        return np.array(codes, dtype=np.int32)
 
     def code(self, value: str) -> int:
         """Code of ``value`` or -1 when absent (does not intern)."""
