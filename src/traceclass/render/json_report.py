@@ -1,7 +1,8 @@
 """Report -> JSON: the same content as the markdown, full names, base units in key names.
 
 Top-level keys: ``schema_version``, ``traceclass_version``, ``source``, ``verdict``,
-``devices``, ``stages``, ``ops``, ``kernels``, ``findings``, ``opportunities``, ``hardware``,
+``devices``, ``stages``, ``ops``, ``kernels``, ``kernel_families``, ``memory``,
+``step_series_steps``, ``findings``, ``opportunities``, ``hardware``,
 ``cpu_profile``, ``notes``, ``thresholds``. Times are integer ns (``*_ns``), sizes bytes,
 rates per second, shares percent (``*_pct``); non-finite numbers become ``null``.
 """
@@ -51,8 +52,9 @@ def to_dict(report: Report) -> dict[str, Any]:
         "bound_mix_pct": bound_mix(report),
     }
     order = ["schema_version", "traceclass_version", "source", "verdict", "devices", "stages", "ops",
-             "ops_total_ns", "ops_time_basis", "unmodeled_ops", "kernels", "findings", "opportunities",
-             "hardware", "cpu_profile", "notes", "rule_errors", "thresholds"]
+             "ops_total_ns", "ops_time_basis", "unmodeled_ops", "kernels", "kernel_families", "memory",
+             "step_series_steps", "findings", "opportunities", "hardware", "cpu_profile", "notes",
+             "rule_errors", "thresholds"]
     return {k: d[k] for k in order if k in d}
 
 

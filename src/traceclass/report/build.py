@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from traceclass import __version__
+from traceclass import timeline as tl
 from traceclass.analysis import Analysis
 from traceclass.analysis.roofline import COMPUTE, LATENCY, MEMORY
 from traceclass.config import Config
-from traceclass.model import GpuKind, Trace
+from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
+    KernelFamilyRow,
     KernelRow,
+    MemoryRow,
     OpRow,
     Opportunity,
     Report,
@@ -32,7 +36,9 @@ def build_report(
     config: Config | None = None,
     rule_errors: Sequence[str] = (),
 ) -> Report:
-    ops_rows = _op_rows(analysis)
+    steps = _steady_steps(analysis)
+    group_steps, family_steps = _step_series(trace, analysis, steps)
+    ops_rows = tuple(dataclasses.replace(r, step_ns=group_steps[k]) for k, r in enumerate(_op_rows(analysis)))
     t0 = _t0(trace)
     findings = tuple(sorted((_relative_evidence(f, t0) for f in findings),
                             key=lambda f: (-f.recoverable_ns, f.code, f.location)))
@@ -58,6 +64,9 @@ def build_report(
             "config_sources": list(config.sources) if config else ["defaults"],
         },
         rule_errors=tuple(rule_errors),
+        kernel_families=_kernel_families(trace, analysis, family_steps, len(steps)),
+        memory=_memory(trace),
+        step_series_steps=len(steps),
     )
 
 
@@ -87,7 +96,10 @@ def _source(trace: Trace) -> SourceSummary:
         "memory_events": len(trace.memory),
         "samples": int(trace.samples.count.sum()) if len(trace.samples) else 0,
     }
+    epoch, basis = _start_epoch(trace, bounds)
     return SourceSummary(
+        start_epoch_ns=epoch,
+        start_epoch_basis=basis,
         file=os.path.basename(trace.source.path),
         format=trace.source.format,
         producer=trace.source.producer,
@@ -98,6 +110,17 @@ def _source(trace: Trace) -> SourceSummary:
         counts={k: v for k, v in counts.items() if v},
         meta={k: v for k, v in trace.meta.items() if k != "event_counts"},
     )
+
+
+def _start_epoch(trace: Trace, bounds: tuple[int, int] | None) -> tuple[int | None, str]:
+    """Wall-clock time of the first event, when the trace carries a clock origin."""
+    base = trace.meta.get("baseTimeNanoseconds")  # Kineto: epoch ns = event ns + base
+    if isinstance(base, int) and not isinstance(base, bool) and base > 0 and bounds:
+        return base + bounds[0], "baseTimeNanoseconds + first event"
+    utc = trace.meta.get("nsys.utc_epoch_ns")  # Nsight Systems: session start
+    if isinstance(utc, int) and not isinstance(utc, bool) and utc > 0:
+        return utc, "nsys session start (TARGET_INFO_SESSION_START_TIME)"
+    return None, ""
 
 
 def _hardware(analysis: Analysis) -> tuple[HardwareRow, ...]:
@@ -236,6 +259,115 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
 
 
 _MAX_SAMPLES = 10_000  # per stage in the JSON report: enough for percentiles and noise tests
+
+
+_MAX_STEP_SERIES = 1_000  # steady steps kept in the per-step series of op groups and kernel families
+
+
+def _steady_steps(analysis: Analysis) -> np.ndarray:
+    """Occurrence indices of the steady-state steps, in time order (warm-up apart)."""
+    occ = analysis.occurrences
+    js = [j for j, k in enumerate(occ.kinds) if k == int(AnnotationKind.STEP)]
+    if not js:
+        return np.zeros(0, np.int64)
+    m = np.isin(occ.stage, np.array(js, dtype=np.int64))
+    steady = m & ~occ.warmup if (m & ~occ.warmup).any() else m
+    which = np.flatnonzero(steady)
+    return which[np.argsort(occ.start_ns[which], kind="stable")][:_MAX_STEP_SERIES]
+
+
+def _step_series(trace: Trace, analysis: Analysis, steps: np.ndarray) -> tuple[list[tuple[int, ...]], dict[str, np.ndarray]]:
+    """Per op group and per kernel family: time inside each steady step.
+
+    Work belongs to the step whose wall-clock window holds its start on the host, on any
+    thread (backward ops on the autograd thread count in their step): owner ops by their
+    start; GPU rows by the start of their launching API call, or by their own start when no
+    launch was recorded. Op-owned groups add the attributed time of their owner instances
+    (as in ``total_ns``); kernel and graph groups the union of their GPU rows; kernel
+    families the summed kernel durations. Work in warm-up steps or outside steps is left out.
+    """
+    occ, opa = analysis.occurrences, analysis.ops
+    n_groups, n_steps = len(opa.groups), len(steps)
+    per_group = np.zeros((n_groups, n_steps), dtype=np.int64)
+    families: dict[str, np.ndarray] = {}
+    if n_steps == 0:
+        return [() for _ in range(n_groups)], families
+    w0, w1 = occ.start_ns[steps], occ.end_ns[steps]
+    order = np.argsort(w0, kind="stable")
+    w0, w1 = w0[order], w1[order]
+    slot = order  # window position -> series position (steps are already in time order)
+
+    def step_of(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(w0, t, side="right") - 1
+        ok = (k >= 0) & (t < w1[np.maximum(k, 0)])
+        return np.where(ok, slot[np.maximum(k, 0)], -1)
+
+    ops = trace.ops
+    if len(ops) and len(opa.op_group):
+        owners = np.flatnonzero(opa.op_group >= 0)
+        k = step_of(ops.start_ns[owners])
+        m = k >= 0
+        np.add.at(per_group, (opa.op_group[owners[m]], k[m]), opa.owner_time_ns[owners[m]])
+    gpu = trace.gpu
+    if len(gpu):
+        rows = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+        api = gpu.api[rows]
+        launch_t = np.where(api >= 0, trace.api.start_ns[np.maximum(api, 0)] if len(trace.api) else 0,
+                            gpu.start_ns[rows])
+        k = step_of(launch_t)
+        rows, k = rows[k >= 0], k[k >= 0]
+        op_owned = np.array([g.kind == "op" for g in opa.groups] + [True], dtype=bool)
+        gg = opa.gpu_group[rows]
+        bare = ~op_owned[gg]  # gpu_group -1 indexes the trailing True
+        if bare.any():
+            key = gg[bare] * n_steps + k[bare]
+            sel = rows[bare]
+            uk, lengths = tl.union_length_by_group(key, gpu.start_ns[sel], gpu.end_ns[sel])
+            uk = np.asarray(uk, np.int64)
+            np.add.at(per_group, (uk // n_steps, uk % n_steps), np.asarray(lengths, np.int64))
+        dur = (gpu.end_ns[rows] - gpu.start_ns[rows]).astype(np.int64)
+        fam = analysis.gpu_family[rows]
+        for f in np.unique(fam).tolist():
+            m = fam == f
+            families[str(f)] = np.bincount(k[m], weights=dur[m], minlength=n_steps).astype(np.int64)
+    return [tuple(int(x) for x in per_group[j].tolist()) for j in range(n_groups)], families
+
+
+def _kernel_families(trace: Trace, analysis: Analysis, steps: dict[str, np.ndarray],
+                     n_steps: int) -> tuple[KernelFamilyRow, ...]:
+    gpu = trace.gpu
+    if len(gpu) == 0:
+        return ()
+    active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+    fam = analysis.gpu_family[active]
+    dur = (gpu.end_ns[active] - gpu.start_ns[active]).astype(np.int64)
+    out = []
+    for f in np.unique(fam).tolist():
+        m = fam == f
+        s = steps.get(str(f))
+        each = s.tolist() if s is not None else [0] * n_steps
+        out.append(KernelFamilyRow(family=str(f), count=int(m.sum()), total_ns=int(dur[m].sum()),
+                                   step_ns=tuple(int(x) for x in each)))
+    out.sort(key=lambda r: -r.total_ns)
+    return tuple(out)
+
+
+def _memory(trace: Trace) -> tuple[MemoryRow, ...]:
+    mem = trace.memory
+    if len(mem) == 0:
+        return ()
+    out = []
+    key = np.stack([mem.device_type.astype(np.int64), mem.device.astype(np.int64)], 1)
+    for dt, dev in np.unique(key, axis=0).tolist():
+        m = (mem.device_type == dt) & (mem.device == dev)
+        alloc = mem.total_allocated[m]
+        res = mem.total_reserved[m]
+        if not len(alloc) or alloc.max() < 0:
+            continue
+        peak_res = int(res.max()) if len(res) and res.max() > 0 else None
+        out.append(MemoryRow(device_type="gpu" if dt == 1 else "cpu", device=int(dev), events=int(m.sum()),
+                             peak_allocated_bytes=int(alloc.max()), peak_reserved_bytes=peak_res))
+    return tuple(out)
 
 
 def _sum_or_none(values: np.ndarray) -> float | None:

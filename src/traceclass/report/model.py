@@ -26,6 +26,8 @@ class SourceSummary:
     captured: tuple[str, ...]
     counts: dict[str, int]  # rows per table
     meta: dict[str, Any]  # versions and flags (never host or user names)
+    start_epoch_ns: int | None = None  # wall-clock time of the first event (Unix epoch), None when unknown
+    start_epoch_basis: str = ""  # where start_epoch_ns comes from ("baseTimeNanoseconds", ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +122,9 @@ class OpRow:
     gap_ns: float | None  # total over all calls: time above the lower bound
     note: str
     top_kernels: tuple[str, ...]
+    # time of this group inside each steady-state step, in time order (same basis as total_ns;
+    # instances are counted in the step their owner op started in); () when not computed
+    step_ns: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +140,27 @@ class KernelRow:
     share_pct: float
     bound: str  # from the op that launched it when that op launched only this kernel
     ops: tuple[str, ...]  # launching op names (most time first)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFamilyRow:
+    """GPU activity per kernel family (all kernels, not only the top rows of ``kernels``)."""
+
+    family: str
+    count: int
+    total_ns: int  # summed durations over the whole trace
+    step_ns: tuple[int, ...] = ()  # summed durations launched from each steady-state step, time order
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRow:
+    """Allocator peaks from profiler memory events (torch ``profile_memory``)."""
+
+    device_type: str  # "cpu" or "gpu"
+    device: int  # -1 host
+    events: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None  # None when the allocator reports no reserve (CPU)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,3 +190,6 @@ class Report:
     thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
     rule_errors: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    kernel_families: tuple[KernelFamilyRow, ...] = ()
+    memory: tuple[MemoryRow, ...] = ()
+    step_series_steps: int = 0  # steady steps behind OpRow.step_ns / KernelFamilyRow.step_ns
