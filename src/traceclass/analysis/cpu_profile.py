@@ -31,10 +31,12 @@ NO_FRAMES = "none"  # kind of a sample with an empty stack
 NO_FRAMES_LABEL = "empty stack (no frames recorded)"
 KEEP_FRAMES = 50
 KEEP_THREAD_FRAMES = 5
-#: idle inference: a thread with at least this many waiting samples...
-IDLE_EVIDENCE_SAMPLES = 50
-#: ...that make up at least this share of its samples shows idle samples were kept
+#: idle inference: a thread with at least this many samples in waiting calls, making up at
+#: least IDLE_EVIDENCE_SHARE of its samples, and sampled at least IDLE_EVIDENCE_PEER times as
+#: often as the busiest thread, shows that idle samples were kept
+IDLE_EVIDENCE_SAMPLES = 20
 IDLE_EVIDENCE_SHARE = 0.5
+IDLE_EVIDENCE_PEER = 0.5
 _WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING, key=PRIORITY.get)], dtype=np.int64)
 
 
@@ -432,13 +434,19 @@ def _idle(
         return None, "timed", None
     if states_known:
         return None, "thread state", None
-    # without --idle py-spy drops the samples of idle threads, so many samples in waiting
-    # calls mean they were kept; few prove nothing (py-spy's idle test is not exact)
+    # without --idle py-spy drops the samples of idle threads: a mostly-waiting thread sampled
+    # about as often as the busiest one means they were kept. A few waiting samples prove
+    # nothing (py-spy's idle test is not exact; cpu_lock's lock-waiter keeps 20 of 300).
+    busiest = max((t.samples or 0 for t in threads), default=0)
     for t in threads:
         if t.samples is None:
             continue
         waiting = int(round(t.samples * t.waiting_pct / 100.0))
-        if waiting >= IDLE_EVIDENCE_SAMPLES and t.waiting_pct >= 100 * IDLE_EVIDENCE_SHARE:
+        if (
+            waiting >= IDLE_EVIDENCE_SAMPLES
+            and t.waiting_pct >= 100 * IDLE_EVIDENCE_SHARE
+            and t.samples >= IDLE_EVIDENCE_PEER * busiest
+        ):
             return True, "inferred", (t.label, waiting, t.waiting_pct)
     return None, "unknown", None
 

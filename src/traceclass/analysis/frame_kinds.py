@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
     Rule("lock", "leaf", "function", r"(^|\.)(_wait_for_tstate_lock|wait_for|_acquire_restore)$|^(Condition|Event|Semaphore|BoundedSemaphore|Barrier|Lock|RLock|_RLock)\.(wait|acquire|_acquire\w*)$|^(Thread\.join|Queue\.(get|put|join)|SimpleQueue\.get|Future\.result|_base\.Future\.result|Popen\.(wait|_wait|_try_wait|communicate)|Connection\.(recv|poll|_recv\w*|_poll))$"),
     Rule("lock", "leaf", "file", r"(^|/)multiprocessing/(synchronize|connection|queues|pool)\.py$|(^|/)concurrent/futures/"),
     Rule("lock", "leaf", "function", r"^(pthread_cond_(timed)?wait\w*|__pthread_cond_wait\w*|__lll_lock_wait\w*|pthread_mutex_lock|futex_wait\w*|__futex_abstimed_wait\w*|do_futex_wait\w*|sem_(timed)?wait|PyThread_acquire_lock\w*|acquire_timed|take_gil|drop_gil|PyCOND_\w*|lock_PyThread_acquire_lock)$"),
-    Rule("lock", "leaf", "source", r"\.acquire\(|^\s*(async\s+)?with\s+[\w.\[\]]*(lock|Lock|LOCK|mutex|Mutex|cond|Cond|sem|Sem)\w*\s*(\)|:)|\.wait\(|\.join\(\s*(timeout\s*=\s*)?[\w.]*\s*\)|\.get\(\s*(\)|block\s*=|timeout\s*=)|\.result\(|\.communicate\("),
+    Rule("lock", "leaf", "source", r"\.acquire\(|^\s*(async\s+)?with\s+[\w.\[\]]*(lock|Lock|LOCK|mutex|Mutex|cond|Cond|sem|Sem)\w*\s*(\)|:)|\.wait\(|\.join\(\s*(timeout\s*=\s*[\w.]+|[\d.]*)\s*\)|\.get\(\s*(\)|block\s*=|timeout\s*=)|\.result\(|\.communicate\("),
     # sleep
     Rule("sleep", "leaf", "function", r"^(time\.)?sleep$|^(nanosleep|clock_nanosleep|__nanosleep\w*|__clock_nanosleep\w*|time_sleep|pysleep|usleep)$"),
     Rule("sleep", "leaf", "source", r"\b(time\.)?sleep\(|\basyncio\.sleep\("),
