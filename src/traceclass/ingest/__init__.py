@@ -60,8 +60,8 @@ def _load_json(path: str, progress: Progress, kind: str) -> Trace:
 
     data = read_bytes(path, progress=progress)
     size = len(data)
-    if not data.strip():
-        raise TraceFormatError(path, "file is empty")
+    if not first_char(data):
+        raise TraceFormatError(path, "file is empty" if not data else "file contains only whitespace")
     if first_char(data) not in (b"{", b"["):
         raise TraceFormatError(path, "not a JSON trace (expected '{' or '[' at the start)")
     if kind in ("json", "speedscope") and first_char(data) == b"{" and _is_speedscope(data):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -30,8 +31,14 @@ class Container:
     repaired: str = ""  # what the forgiving path had to do, for the report's notes
 
 
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
+
+
 def first_char(data: bytes) -> bytes:
-    return data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    """First non-whitespace byte after an optional BOM ("" when none), without copying ``data``."""
+    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    m = _NON_SPACE.search(data, start)
+    return data[m.start(): m.start() + 1] if m else b""
 
 
 def decode_container(path: str, data: bytes, events_key: str = "traceEvents") -> Container:

@@ -109,10 +109,11 @@ def read_bytes(
 
 
 def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-untyped-def]
-    if progress is None or size < (64 << 20):
+    if size < (64 << 20):
         return fh.read()
-    # read into one buffer in pieces (for the progress bar) and hand it over without a copy:
-    # the decoders take any bytes-like object, and a copy would double peak memory
+    # read into one preallocated buffer in pieces (for the progress bar) and hand it over
+    # without a copy: the decoders take any bytes-like object, while read() of an unknown
+    # length grows its buffer by reallocation and can briefly hold twice the file
     buf = bytearray(size)
     view = memoryview(buf)
     done = 0
@@ -121,7 +122,8 @@ def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-
         if not n:
             break
         done += n
-        progress("reading", done, size)
+        if progress is not None:
+            progress("reading", done, size)
     view.release()
     if done != size:
         del buf[done:]
@@ -129,7 +131,9 @@ def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-
 
 
 def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  # type: ignore[no-untyped-def]
-    parts: list[bytes] = []
+    # one growing buffer: large reallocations are remapped in place, whereas collecting the
+    # pieces and joining them would briefly hold the output twice
+    out = bytearray()
     out_len = 0
     consumed = 0
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -152,7 +156,7 @@ def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  #
                 if not first_checked:
                     first_checked = True
                     _check_decompressed_head(p, piece)
-                parts.append(piece)
+                out += piece
                 out_len += len(piece)
                 if out_len > limit:
                     raise TraceFormatError(
@@ -177,7 +181,7 @@ def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  #
         raise TraceFormatError(p, "truncated gzip stream (file ends inside compressed data)")
     if out_len == 0:
         raise TraceFormatError(p, "gzip file decompresses to nothing")
-    return b"".join(parts)
+    return out  # type: ignore[return-value]
 
 
 def _check_decompressed_head(p: Path, piece: bytes) -> None:
