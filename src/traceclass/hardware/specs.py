@@ -52,6 +52,9 @@ class DeviceSpec:
     memory_gb: float | None = None
     cores: int | None = None
     clock_hz: float | None = None
+    #: host <-> device link bandwidth per direction (PCIe), bytes/s; None when not recorded.
+    #: ``sources["host_link"]`` cites it. Copies HtoD/DtoH are judged against it.
+    host_link_bps: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +115,9 @@ def _parse(raw: Mapping[str, Any]) -> SpecTable:
                 raise ConfigError(f"{where}: unknown peak key {key!r}")
             peaks[key], cites[key] = _figure(fig, sources, f"{where} {key}")
         bw, cites["memory_bandwidth"] = _figure(d.get("memory_bandwidth"), sources, f"{where} memory_bandwidth")
+        link = None
+        if "host_link" in d:
+            link, cites["host_link"] = _figure(d["host_link"], sources, f"{where} host_link")
         specs[name] = DeviceSpec(
             name=name,
             label=str(d.get("label", name)),
@@ -125,6 +131,7 @@ def _parse(raw: Mapping[str, Any]) -> SpecTable:
             match=tuple(_checked_patterns(d.get("match", ()), where)),
             sm_count=d.get("sm_count"),
             memory_gb=d.get("memory_gb"),
+            host_link_bps=link,
         )
     return SpecTable(MappingProxyType(specs), MappingProxyType(ambiguous), MappingProxyType(cpu_bases))
 
