@@ -84,8 +84,8 @@ def _facts(cpu: CpuProfile) -> list[str]:
         out.append(f"- Idle samples: {_BASIS_TEXT.get(cpu.includes_idle_basis, 'unknown')}.")
     if cpu.gil_only is True:
         out.append("- GIL: only samples of threads holding the GIL were recorded (py-spy `--gil`).")
-    elif cpu.gil_only is None and not cpu.from_intervals and cpu.producer.startswith("py-spy"):
-        out.append("- GIL: not recorded.")
+    elif not cpu.from_intervals and cpu.producer.startswith("py-spy"):
+        out.append("- GIL: not recorded" + (" (all threads sampled, holding it or not)." if cpu.gil_only is False else "."))
     basis = (
         "from recorded thread states"
         if cpu.waiting_basis == "thread state"
