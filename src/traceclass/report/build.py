@@ -131,7 +131,7 @@ def _hardware(analysis: Analysis) -> tuple[HardwareRow, ...]:
         sources: tuple[str, ...] = ()
         if spec is not None:
             peaks = {k: float(v) for k, v in spec.peaks.items()}
-            sources = tuple(spec.sources)
+            sources = tuple(f"{k}: {v}" for k, v in spec.sources.items())
         rows.append(
             HardwareRow(
                 device=idx,
