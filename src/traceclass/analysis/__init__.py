@@ -43,11 +43,16 @@ def _roof(devices: dict[int, ResolvedDevice], device: int, precision: str, unit:
     if rd is None or rd.spec is None:
         return None
     spec = rd.spec
+    if unit == "link":  # host <-> device copies: the PCIe / C2C link is the roof
+        if not spec.host_link_bps:
+            return None
+        return Roof(device=spec.name, precision="", unit="link", peak_flops=None,
+                    bandwidth_bps=spec.host_link_bps)
     return Roof(
         device=spec.name,
         precision=precision,
         unit=unit,
-        peak_flops=hardware.peak_flops(spec, precision, unit),
+        peak_flops=hardware.peak_flops(spec, precision, unit) if precision else None,
         bandwidth_bps=spec.memory_bandwidth_bps,
     )
 

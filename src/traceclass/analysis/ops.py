@@ -25,7 +25,7 @@ from traceclass import costmodel
 from traceclass import timeline as tl
 from traceclass.analysis.kernel_families import gpu_families
 from traceclass.analysis.roofline import Point, Roof, classify, heuristic_point
-from traceclass.model import GpuKind, Trace
+from traceclass.model import CopyKind, GpuKind, Trace
 from traceclass.model.dtypes import canonical_dtype
 from traceclass.model.nesting import ancestors_until, group_ids
 
@@ -174,7 +174,7 @@ def _gpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodele
                 members_of.append((np.zeros(0, np.int64), sel))
         bare_rows = np.flatnonzero(orphan & ~gpu.graph)
         for nc, sel in _slices(gpu.name[bare_rows], bare_rows).items():
-            groups.append(_kernel_group(trace, sel, fam, trace.strings[nc], "kernel", floor_ns))
+            groups.append(_kernel_group(trace, sel, fam, trace.strings[nc], "kernel", floor_ns, roof_for=roof_for))
             members_of.append((np.zeros(0, np.int64), sel))
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, len(ops), len(gpu))
     busy = tl.union_length(gpu.start_ns[active], gpu.end_ns[active])
@@ -290,7 +290,7 @@ def _top_kernels(trace: Trace, sel: np.ndarray, k: int = 3) -> tuple[str, ...]:
     return tuple(trace.strings[c] for c in top.tolist())
 
 
-def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False):  # type: ignore[no-untyped-def]
+def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False, roof_for=None):  # type: ignore[no-untyped-def]
     gpu = trace.gpu
     s, e = gpu.start_ns[sel], gpu.end_ns[sel]
     total = tl.union_length(s, e)
@@ -301,6 +301,22 @@ def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False):  
     dev = int(np.bincount(gpu.device[sel]).argmax())
     per = total / max(count, 1)
     point = heuristic_point(family if kind == "kernel" else "", (e - s).mean() if n else 0.0, floor_ns)
+    nbytes = None
+    note = ("no op recorded; label from the kernel name" if kind == "kernel" else
+            "kernels replayed by a graph launch: per-op attribution is not in the trace")
+    k = gpu.kind[sel]
+    if roof_for is not None and kind == "kernel" and ((k == GpuKind.MEMCPY) | (k == GpuKind.MEMSET)).all():
+        b = gpu.bytes[sel]
+        if (b >= 0).all():
+            # copies carry their byte counts: judge them against the link (host copies) or
+            # device memory, measured rather than guessed from the name
+            nbytes = float(b.sum()) / max(count, 1)
+            ck = gpu.copy_kind[sel]
+            host = np.isin(ck, (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)).all()
+            roof = roof_for(dev, "", "link" if host else "vector")
+            point = classify(0.0, nbytes, per, roof, floor_ns)
+            note = ("bytes from the copy records; roof = host link bandwidth" if host
+                    else "bytes from the copy records; roof = device memory bandwidth")
     return OpGroup(
         name=label,
         shapes="",
@@ -312,12 +328,11 @@ def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False):  
         host_ns=0,
         device=dev,
         family=family if kind == "kernel" else "graph",
-        flops=None,
-        bytes=None,
+        flops=0.0 if nbytes is not None else None,
+        bytes=nbytes,
         precision="",
-        unit="",
-        note="no op recorded; label from the kernel name" if kind == "kernel" else
-        "kernels replayed by a graph launch: per-op attribution is not in the trace",
+        unit="link" if (nbytes is not None and "host link" in note) else "",
+        note=note,
         point=point if kind == "kernel" else classify(0.0, 0.0, per, None, floor_ns),
         top_kernels=_top_kernels(trace, sel),
         inputs_code=-1,

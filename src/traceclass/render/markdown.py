@@ -183,12 +183,19 @@ def _ops(r: Report, top_n: int) -> str:
         "applies (the op is counted, not guessed).",
         "", table(headers, rows, "llllrrrrrrrrlr"),
     ]
-    notes = [o for o in r.ops[:top_n] if o.note]
-    if notes:
-        out += ["", "Notes: " + "; ".join(f"{code(o.name, 50)}: {text(o.note, 120)}" for o in notes[:6])]
+    by_note: dict[str, list[str]] = {}
+    for o in r.ops[:top_n]:
+        if o.note and o.name not in by_note.setdefault(o.note, []):
+            by_note[o.note].append(o.name)
+    if by_note:
+        out += ["", "Notes:"]
+        for note, names in by_note.items():
+            shown = ", ".join(code(n, 50) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            out.append(f"- {shown}: {text(note, 200)}")
     if len(r.ops) > top_n:
         rest = sum(o.total_ns for o in r.ops[top_n:])
-        out.append(f"\n{len(r.ops) - top_n} more op groups ({units.duration(rest)}) in the JSON report.")
+        more = len(r.ops) - top_n
+        out.append(f"\n{more} more op group{'s' if more != 1 else ''} ({units.duration(rest)}) in the JSON report.")
     if r.unmodeled_ops:
         top = list(r.unmodeled_ops.items())[:8]
         out.append(
