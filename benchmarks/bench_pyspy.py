@@ -93,15 +93,16 @@ def generate(n_samples: int, n_stacks: int, depth: int, n_threads: int, seed: in
     # a long tail of stack popularity, as in real programs
     popularity = 1.0 / np.arange(1, n_stacks + 1) ** 0.9
     popularity = rng.permutation(popularity / popularity.sum())
+    # runs of equal consecutive samples, as py-spy records a thread that stays put
+    runs = rng.choice(n_stacks, size=n_samples, p=popularity)
+    lengths = rng.geometric(0.3, size=n_samples)
     per_thread = []
     left = n_samples
     for t in range(n_threads):
         n = left // (n_threads - t)
         left -= n
-        # runs of equal consecutive samples, as py-spy records a thread that stays put
-        runs = rng.choice(n_stacks, size=n, p=popularity)
-        lengths = rng.geometric(0.3, size=n)
-        per_thread.append(np.repeat(runs, lengths)[:n].astype(np.int64))
+        lo = t * (n_samples // n_threads)
+        per_thread.append(np.repeat(runs[lo : lo + n], lengths[lo : lo + n])[:n].astype(np.int64))
     return frames, stacks, per_thread
 
 

@@ -180,12 +180,13 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
     thread = s.thread.astype(np.int64)
 
     # self per (thread, frame) and per (frame, kind)
-    self_tf = _bincount(thread[has_stack] * n_frames + leaf_frame[has_stack], value[has_stack], n_threads * n_frames)
-    self_f = self_tf.reshape(n_threads, n_frames).sum(axis=0) if n_frames else np.zeros(0, dtype=np.int64)
-    kind_fk = _bincount(leaf_frame[has_stack] * (n_kinds + 1) + row_kind[has_stack], value[has_stack], n_frames * (n_kinds + 1))
-    frame_kind = kind_fk.reshape(n_frames, n_kinds + 1).argmax(axis=1) if n_frames else np.zeros(0, dtype=np.int64)
-    total_tf = _totals(st, thread[has_stack], node[has_stack], value[has_stack], n_threads, n_frames)
-    total_f = total_tf.reshape(n_threads, n_frames).sum(axis=0) if n_frames else np.zeros(0, dtype=np.int64)
+    # (thread, frame) pairs are sparse: keep them as sorted keys thread * F + frame with sums
+    F = max(n_frames, 1)
+    self_k, self_v = _group_sum(thread[has_stack] * F + leaf_frame[has_stack], value[has_stack])
+    self_f = _bincount(self_k % F, self_v, n_frames)
+    total_k, total_v = _totals(st, thread[has_stack], node[has_stack], value[has_stack], F)
+    total_f = _bincount(total_k % F, total_v, n_frames)
+    frame_kind = _dominant_kind(leaf_frame[has_stack], row_kind[has_stack], value[has_stack], n_frames, n_kinds + 1)
     kind_t = _bincount(thread * (n_kinds + 1) + row_kind, value, n_threads * (n_kinds + 1)).reshape(n_threads, n_kinds + 1)
 
     names = _thread_names(trace, n_threads)
@@ -210,10 +211,9 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
             threads=thread_names,
         )
 
-    self_2d = self_tf.reshape(n_threads, n_frames) if n_frames else np.zeros((n_threads, 0), dtype=np.int64)
     hot = _top(self_f, KEEP_FRAMES)
     hot_spots = tuple(
-        stat(f, int(self_f[f]), int(total_f[f]), int(frame_kind[f]), _top_threads(self_2d[:, f], labels))
+        stat(f, int(self_f[f]), int(total_f[f]), int(frame_kind[f]), _top_threads(self_k, self_v, F, f, labels))
         for f in hot
     )
     top_total = tuple(
@@ -229,8 +229,8 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
         v = int(value_t[t])
         if v == 0:
             continue
-        tf = self_tf[t * n_frames : (t + 1) * n_frames] if n_frames else np.zeros(0, dtype=np.int64)
-        ttot = total_tf[t * n_frames : (t + 1) * n_frames] if n_frames else np.zeros(0, dtype=np.int64)
+        lo, hi = np.searchsorted(self_k, [t * F, (t + 1) * F])
+        t_frames, t_self = self_k[lo:hi] - t * F, self_v[lo:hi]
         kinds_here = _kind_shares(kind_t[t], v, ns_per)
         per_thread.append(
             ThreadProfile(
@@ -248,7 +248,9 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
                 dominant_kind=kinds_here[0].kind if kinds_here else NO_FRAMES,
                 kinds=kinds_here,
                 hot_spots=tuple(
-                    stat(f, int(tf[f]), int(ttot[f]), int(frame_kind[f])) for f in _top(tf, KEEP_THREAD_FRAMES)
+                    stat(int(t_frames[i]), int(t_self[i]), _lookup(total_k, total_v, t * F + int(t_frames[i])),
+                         int(frame_kind[t_frames[i]]))
+                    for i in _top(t_self, KEEP_THREAD_FRAMES)
                 ),
             )
         )
@@ -339,27 +341,66 @@ def _first_occurrence(st) -> np.ndarray:  # type: ignore[no-untyped-def]
     return first
 
 
-def _totals(st, thread: np.ndarray, node: np.ndarray, value: np.ndarray, n_threads: int, n_frames: int) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Total value per (thread, frame), flattened: each sample counts once per distinct frame."""
-    size = n_threads * n_frames
-    if len(node) == 0 or n_frames == 0:
-        return np.zeros(size, dtype=np.int64)
+def _totals(st, thread: np.ndarray, node: np.ndarray, value: np.ndarray, n_frames: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Total value per (thread, frame) as sorted keys thread * n_frames + frame and sums.
+
+    Each sample counts once per distinct frame on its stack: only first occurrences emit.
+    """
+    if len(node) == 0 or len(st) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     # collapse rows to distinct (thread, leaf node) pairs before walking up
-    key = thread * (len(st) + 1) + node
-    uniq, inv = np.unique(key, return_inverse=True)
-    v = _bincount(inv, value, len(uniq))
-    th = uniq // (len(st) + 1)
-    cur = uniq % (len(st) + 1)
+    base = len(st) + 1
+    uniq, v = _group_sum(thread * base + node, value)
+    th = uniq // base
+    cur = uniq % base
     first = _first_occurrence(st)
     frame = st.frame.astype(np.int64)
     parent = st.parent.astype(np.int64)
-    out = np.zeros(size, dtype=np.int64)
+    keys: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
     while len(cur):
         hit = first[cur]
-        out += _bincount(th[hit] * n_frames + frame[cur[hit]], v[hit], size)
+        keys.append(th[hit] * n_frames + frame[cur[hit]])
+        vals.append(v[hit])
         cur = parent[cur]
         keep = cur >= 0
         cur, th, v = cur[keep], th[keep], v[keep]
+    return _group_sum(np.concatenate(keys), np.concatenate(vals))
+
+
+#: key spaces up to this size are summed with a dense bincount (faster than sorting)
+_DENSE_KEYS = 1 << 22
+
+
+def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys (with a non-zero count) and the integer sum of ``values`` per key."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    top = int(keys.max()) + 1
+    if int(keys.min()) >= 0 and top <= max(_DENSE_KEYS, 2 * len(keys)):
+        present = np.bincount(keys, minlength=top) > 0
+        sums = _bincount(keys, values, top)
+        uniq = np.flatnonzero(present)
+        return uniq.astype(np.int64), sums[uniq]
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return uniq.astype(np.int64), _bincount(inv.reshape(-1), values, len(uniq))
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
+    i = int(np.searchsorted(keys, key))
+    return int(values[i]) if i < len(keys) and keys[i] == key else 0
+
+
+def _dominant_kind(frame: np.ndarray, kind: np.ndarray, value: np.ndarray, n_frames: int, n_kinds: int) -> np.ndarray:
+    """Per frame, the kind holding most of its self value (0 where the frame is never a leaf)."""
+    out = np.zeros(n_frames, dtype=np.int64)
+    k, v = _group_sum(frame * n_kinds + kind, value)
+    if len(k) == 0:
+        return out
+    f = k // n_kinds
+    order = np.lexsort((-v, f))
+    firsts = order[np.r_[True, f[order][1:] != f[order][:-1]]]
+    out[f[firsts]] = k[firsts] % n_kinds
     return out
 
 
@@ -383,8 +424,10 @@ def _top(values: np.ndarray, k: int) -> list[int]:
     return order[:k].tolist()
 
 
-def _top_threads(per_thread: np.ndarray, names: list[str], k: int = 3) -> tuple[str, ...]:
-    return tuple(names[t] for t in _top(per_thread, k))
+def _top_threads(keys: np.ndarray, values: np.ndarray, n_frames: int, frame: int, labels: list[str], k: int = 3) -> tuple[str, ...]:
+    rows = np.flatnonzero(keys % n_frames == frame)
+    order = rows[np.lexsort((keys[rows], -values[rows]))][:k]
+    return tuple(labels[int(keys[r] // n_frames)] for r in order if values[r] > 0)
 
 
 def _thread_names(trace: Trace, n: int) -> list[str]:
