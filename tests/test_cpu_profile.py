@@ -96,6 +96,12 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     assert "source_lines" not in tr.meta
     prof = profile_samples(tr)
     assert _thread(prof, "lock-waiter").dominant_kind == "python"
+    # ... and the report says how much of the time that uncertainty covers
+    assert prof.unverified_pct > 95
+    assert "source file was not found" in cpu_profile_markdown(prof)
+    with_source = profile_samples(_load("cpu_lock.idle.speedscope.json"))
+    assert with_source.unverified_pct < 1
+    assert "source file was not found" not in cpu_profile_markdown(with_source)
     # stdlib frames are still recognized by name
     joins = [h for h in prof.hot_spots if h.function == "Thread._wait_for_tstate_lock"]
     assert joins and joins[0].kind == "lock"

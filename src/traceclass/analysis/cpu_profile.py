@@ -114,6 +114,9 @@ class CpuProfile:
     from_intervals: bool  # values are self times of timed frames, not samples
     has_line_numbers: bool
     source_lines: int  # leaf frames whose source line the reader found
+    #: share of all time in Python lines counted as compute only because their source file
+    #: was not found: a line calling time.sleep or lock.acquire looks the same there
+    unverified_pct: float
     threads: tuple[ThreadProfile, ...]
     hot_spots: tuple[FrameStat, ...]  # by self time, largest first
     top_total: tuple[FrameStat, ...]  # by total time, largest first
@@ -165,6 +168,8 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
     node_kind = _node_kinds(st, leaf_p, stack_p)
     n_kinds = len(KIND_CODES)
     row_kind = np.where(has_stack, node_kind[np.maximum(node, 0)] if len(st) else 0, n_kinds)  # n_kinds = none
+    unverified_f = _unverified_frames(trace)
+    unverified_row = has_stack & (row_kind == PRIORITY["python"]) & unverified_f[np.maximum(leaf_frame, 0)]
 
     states_known = len(s) > 0 and bool((s.state >= 0).all())
     if states_known:
@@ -277,6 +282,7 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
         from_intervals=from_intervals,
         has_line_numbers=sampling.has_line_numbers if sampling is not None else bool((fr.line >= 0).any()),
         source_lines=source_lines,
+        unverified_pct=_pct(int(value[unverified_row].sum()), total),
         threads=tuple(per_thread),
         hot_spots=hot_spots,
         top_total=top_total,
@@ -304,6 +310,17 @@ def _frame_priorities(trace: Trace, cls: Classifier) -> tuple[np.ndarray, np.nda
         leaf[f] = max(lp, 0)
         stack[f] = sp
     return leaf, stack
+
+
+def _unverified_frames(trace: Trace) -> np.ndarray:
+    """Frames in .py files whose leaf line text is unknown (file not found, or no line numbers)."""
+    fr = trace.frames
+    src = trace.meta.get("source_lines") or {}
+    is_py = trace.strings.mask(fr.file, lambda s: s.endswith((".py", ".pyw", ".pyx")))
+    have = np.zeros(len(fr), dtype=bool)
+    if src:
+        have[np.fromiter(src.keys(), dtype=np.int64, count=len(src))] = True
+    return is_py & ~have
 
 
 def _node_kinds(st, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -3,8 +3,8 @@
 Without ``--native`` py-spy shows a thread blocked in ``time.sleep``, ``lock.acquire`` or
 ``sock.recv`` as the *Python line that made the call*: those functions are C code and have no
 frame. Only the line's text tells a line that waits from a line that computes, so readers
-look the line up when the file exists (absolute paths, or paths relative to the trace's
-directory or to roots the caller names).
+look the line up when the file exists (absolute paths, or paths relative to roots the
+caller names, the trace's directory, or the current directory).
 
 The text is stored in ``Trace.meta["source_lines"]`` (frame row -> stripped line) for the
 classifier only. It comes from arbitrary files and is never rendered: reports show file and
@@ -41,7 +41,8 @@ def leaf_frames(trace: Trace) -> np.ndarray:
 def attach_source_lines(trace: Trace, roots: Sequence[str | os.PathLike[str]] = ()) -> Trace:
     """A trace whose ``meta`` maps leaf frames to their source line, where the file is found.
 
-    Relative file names are tried against ``roots`` and then the trace file's directory.
+    Relative file names are tried against ``roots``, the trace file's directory and the
+    current directory.
     Lines found earlier (in ``meta``) are kept.
     """
     frames = trace.frames
@@ -54,6 +55,9 @@ def attach_source_lines(trace: Trace, roots: Sequence[str | os.PathLike[str]] = 
     search = [Path(r) for r in roots]
     if trace.source.path:
         search.append(Path(trace.source.path).resolve().parent)
+    # py-spy writes the main script's path as the program saw it, usually relative to the
+    # directory it was started in, which is where people run traceclass from
+    search.append(Path.cwd())
     cache: dict[str, list[str] | None] = {}
     files_read = 0
     for r in rows:

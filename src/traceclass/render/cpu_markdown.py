@@ -95,6 +95,13 @@ def _facts(cpu: CpuProfile) -> list[str]:
     out.append(
         f"- Running {units.pct(cpu.running_pct)}, waiting {units.pct(cpu.waiting_pct)} ({basis})."
     )
+    if cpu.unverified_pct >= 5:
+        out.append(
+            f"- {units.pct(cpu.unverified_pct)} of the time is in Python lines whose source file was not "
+            "found here, so they count as Python compute: a line that calls C (`time.sleep`, "
+            "`lock.acquire`, `sock.recv`) looks the same without its text. Run traceclass where the "
+            "program's files are, or record with `traceclass record` or py-spy `--native`."
+        )
     if not cpu.has_line_numbers:
         out.append("- Frames have no line numbers (e.g. py-spy `--nolineno`): hot spots are per function.")
     return out
@@ -234,6 +241,7 @@ def cpu_profile_json(cpu: CpuProfile) -> dict[str, Any]:
         "from_intervals": cpu.from_intervals,
         "has_line_numbers": cpu.has_line_numbers,
         "source_lines_read": cpu.source_lines,
+        "unverified_pct": round(cpu.unverified_pct, 3),
         "kinds": [_kind_json(cpu, k) for k in cpu.kinds],
         "threads": [_thread_json(cpu, t) for t in cpu.threads],
         "hot_spots": [_frame_json(cpu, f) for f in cpu.hot_spots],
