@@ -130,12 +130,19 @@ class CpuProfile:
         if not self.total_value or not self.kinds:
             return ""
         top = self.kinds[0]
-        what = "thread time" if self.unit != "units" else "profile weight"
-        text = f"CPU profile: {top.pct:.0f}% of sampled {what} is {top.label}"
+        if self.unit == "units":
+            what = "profile weight"
+        elif self.from_intervals:
+            what = "timed frames' self time"
+        else:
+            what = "sampled thread time"
+        text = f"CPU profile: {top.pct:.0f}% of {what} is {top.label}"
         if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
             text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
         if self.hot_spots:
             text += f"; the hottest line alone takes {self.hot_spots[0].self_pct:.0f}%"
+        if self.unverified_pct >= 25:
+            text += " (source files not found: waits inside C calls may count as compute)"
         return text + "."
 
 
