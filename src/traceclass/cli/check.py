@@ -1,0 +1,60 @@
+"""``traceclass check CANDIDATE --baseline baseline.json``: the regression gate for CI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from traceclass.cli._io import write_atomic
+from traceclass.cli._runs import load_run
+from traceclass.cli.analyze import config_from_args
+
+COMMAND = "check"
+HELP = "regression gate: compare a run with a baseline file; exit 1 on a regression or exceeded budget"
+DESCRIPTION = (
+    "Compare CANDIDATE (trace or JSON report) with a baseline (traceclass baseline save; a trace or "
+    "JSON report also works) on step P50 and P99, GPU busy share, peak memory and per-stage P50, "
+    "against thresholds in [tool.traceclass.check] (step_p50_pct, step_p99_pct, gpu_busy_pct_points, "
+    "peak_memory_pct, stage_p50_pct; default 5), and per-stage budgets in [tool.traceclass.budgets] "
+    "(preprocess = \"10ms\"). P50 regressions must also be beyond noise (Mann-Whitney U / Welch, "
+    "p < 0.05) when both runs have several steps. Prints a short markdown summary for a CI log or a "
+    "pull-request comment. Exit codes: 0 within thresholds and budgets, 1 regression or budget "
+    "exceeded, 2 bad input or configuration."
+)
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("candidate", help="candidate trace or JSON report")
+    p.add_argument("--baseline", required=True, metavar="FILE", help="baseline file (or a trace / JSON report)")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the summary to FILE (atomically)")
+    p.add_argument("--format", choices=("md", "json"), help="summary format (default: md)")
+    p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
+    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps", help="warm-up steps (default 1)")
+    p.add_argument("--device", metavar="NAME", help="device spec for GPU traces")
+    p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from traceclass.compare.gate import check, to_dict
+    from traceclass.render.diff_markdown import render_check_markdown
+
+    cfg = config_from_args(args)
+    base, _, doc = load_run(args.baseline, cfg)
+    cand, _, _ = load_run(args.candidate, cfg)
+    result = check(base, cand, cfg.check, cfg.budgets)
+    facts = {"file": base.file, "recorded_at_epoch_ns": base.start_epoch_ns}
+    if doc is not None:
+        facts |= {"baseline_file": args.baseline, "git": doc.get("git"), "saved_at": doc.get("saved_at")}
+    d = to_dict(result, facts, cand.file)
+    d["config_sources"] = list(cfg.sources)
+    fmt = args.format or ("json" if (args.output or "").lower().endswith(".json") else "md")
+    out = (json.dumps(d, indent=1, ensure_ascii=False, allow_nan=False) + "\n") if fmt == "json" \
+        else render_check_markdown(d)
+    if args.output:
+        write_atomic(args.output, out)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return result.exit_code

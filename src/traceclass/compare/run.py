@@ -1,0 +1,290 @@
+"""What a comparison needs from one run, read from a Report or from its JSON form.
+
+A run reaches ``diff`` / ``check`` either as a trace (analysed into a
+:class:`~traceclass.report.model.Report`) or as a JSON report written earlier by
+``traceclass analyze --format json`` (or the ``run`` block of a baseline file). Both paths go
+through the same plain-dict form (:func:`report_dict`), so a diff of two traces and a diff of
+their saved reports are the same diff.
+
+Reports written before per-step series existed (no ``step_ns``) still load: op groups and
+kernel families then fall back to "total ÷ steps in the trace" with the noise unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Sequence
+
+from traceclass.errors import TraceFormatError
+from traceclass.report.model import Report
+from traceclass.rule import Finding
+
+# the report keys a comparison reads (the rest of the report is not needed)
+_KEYS = ("schema_version", "traceclass_version", "source", "hardware", "devices", "stages", "ops",
+         "ops_time_basis", "kernels", "kernel_families", "memory", "step_series_steps", "findings",
+         "thresholds")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    name: str
+    kind: str
+    count: int
+    warmup_count: int
+    p50_ns: float | None
+    p99_ns: float | None
+    wall_ns: tuple[int, ...]
+    gpu_busy_each_ns: tuple[int, ...]
+    gpu_share_pct: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class OpGroup:
+    name: str
+    shapes: str
+    dtype: str
+    kind: str  # "op", "kernel", "graph"
+    count: int
+    total_ns: int
+    step_ns: tuple[int, ...]
+    top_kernels: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """Matching key: op groups by name, shapes and dtype; kernel/graph groups by name."""
+        if self.kind == "op":
+            return ("op", self.name, self.shapes, self.dtype)
+        return (self.kind, self.name, "", "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    family: str
+    count: int
+    total_ns: int
+    step_ns: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    device: int
+    name: str
+    busy_pct: float | None
+    idle_pct: float | None
+    copy_pct: float | None
+    busy_ns: int
+    idle_ns: int
+    copy_ns: int
+    window_ns: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    device_type: str
+    device: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingRef:
+    fingerprint: str
+    code: str
+    name: str
+    severity: str
+    message: str
+    location: str
+    recoverable_ns: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    file: str
+    format: str
+    producer: str
+    format_version: str
+    traceclass_version: str
+    meta: Mapping[str, Any]
+    start_epoch_ns: int | None
+    start_epoch_basis: str
+    hardware: tuple[tuple[int, str, str | None], ...]  # (device, reported name, spec used)
+    devices: tuple[Device, ...]
+    stages: tuple[Stage, ...]
+    ops: tuple[OpGroup, ...]
+    ops_time_basis: str
+    families: tuple[Family, ...]
+    memory: tuple[Memory, ...]
+    findings: tuple[FindingRef, ...]
+    series_steps: int  # steady steps behind OpGroup.step_ns (0: no series in the input)
+    warmup_steps: int | None
+    has_gpu: bool
+
+    @property
+    def step(self) -> Stage | None:
+        """The step stage (``ProfilerStep`` or the synthetic whole-trace step)."""
+        steps = [s for s in self.stages if s.kind == "step"]
+        return max(steps, key=lambda s: s.count) if steps else None
+
+    @property
+    def steps_in_trace(self) -> int:
+        st = self.step
+        return (st.count + st.warmup_count) if st else 0
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The comparison-relevant part of a Report as plain JSON-compatible data."""
+    return {k: _plain(getattr(report, k)) for k in _KEYS if hasattr(report, k)}
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, Finding):
+        d = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "evidence"}
+        d["fingerprint"] = obj.fingerprint
+        return d
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _plain(obj.item())
+    return obj
+
+
+def is_report_dict(d: Any) -> bool:
+    return isinstance(d, dict) and "schema_version" in d and "traceclass_version" in d
+
+
+def run_from_report(report: Report) -> Run:
+    return run_from_dict(report_dict(report), "<report>")
+
+
+def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
+    """Rebuild a :class:`Run` from a JSON report; malformed input raises TraceFormatError."""
+    try:
+        return _run_from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise TraceFormatError(path, f"not a usable traceclass JSON report ({what})") from None
+
+
+def _ints(xs: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in (xs or ()) if x is not None)
+
+
+def _opt_float(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _run_from_dict(d: Mapping[str, Any]) -> Run:
+    src = d["source"]
+    stages = tuple(
+        Stage(
+            name=str(s["name"]),
+            kind=str(s.get("kind", "user")),
+            count=int(s.get("count", 0)),
+            warmup_count=int(s.get("warmup_count", 0) or 0),
+            p50_ns=_opt_float(s.get("p50_ns")),
+            p99_ns=_opt_float(s.get("p99_ns")),
+            wall_ns=_ints(s.get("wall_ns")),
+            gpu_busy_each_ns=_ints(s.get("gpu_busy_each_ns")),
+            gpu_share_pct=_opt_float(s.get("gpu_share_pct")),
+        )
+        for s in d.get("stages", ())
+    )
+    ops = tuple(
+        OpGroup(
+            name=str(o["name"]),
+            shapes=str(o.get("shapes", "")),
+            dtype=str(o.get("dtype", "")),
+            kind=str(o.get("kind", "op")),
+            count=int(o.get("count", 0)),
+            total_ns=int(o.get("total_ns", 0)),
+            step_ns=_ints(o.get("step_ns")),
+            top_kernels=tuple(str(k) for k in (o.get("top_kernels") or ())),
+        )
+        for o in d.get("ops", ())
+    )
+    fam_rows = d.get("kernel_families")
+    if fam_rows is None:  # older report: rebuild from the (possibly truncated) kernel table
+        agg: dict[str, list[int]] = {}
+        for k in d.get("kernels", ()):
+            a = agg.setdefault(str(k.get("family", "other")), [0, 0])
+            a[0] += int(k.get("count", 0))
+            a[1] += int(k.get("total_ns", 0))
+        fam_rows = [{"family": f, "count": c, "total_ns": t} for f, (c, t) in agg.items()]
+    families = tuple(
+        Family(family=str(f["family"]), count=int(f.get("count", 0)), total_ns=int(f.get("total_ns", 0)),
+               step_ns=_ints(f.get("step_ns")))
+        for f in fam_rows
+    )
+    devices = tuple(
+        Device(
+            device=int(x["device"]),
+            name=str(x.get("name", "")),
+            busy_pct=_opt_float(x.get("busy_pct")),
+            idle_pct=_opt_float(x.get("idle_pct")),
+            copy_pct=_opt_float(x.get("copy_pct")),
+            busy_ns=int(x.get("busy_ns", 0)),
+            idle_ns=int(x.get("idle_ns", 0)),
+            copy_ns=int(x.get("copy_ns", 0)),
+            window_ns=int(x.get("window_ns", 0)),
+        )
+        for x in d.get("devices", ())
+    )
+    memory = tuple(
+        Memory(device_type=str(m["device_type"]), device=int(m.get("device", -1)),
+               peak_allocated_bytes=int(m["peak_allocated_bytes"]),
+               peak_reserved_bytes=None if m.get("peak_reserved_bytes") is None else int(m["peak_reserved_bytes"]))
+        for m in d.get("memory", ()) or ()
+    )
+    findings = []
+    for f in d.get("findings", ()) or ():
+        fp = f.get("fingerprint")
+        if not fp:  # recompute as the report does
+            fp = Finding(code=str(f["code"]), name="", severity="", message="", recoverable_ns=0, estimate="",
+                         fix="", location=str(f.get("location", ""))).fingerprint
+        findings.append(FindingRef(fingerprint=str(fp), code=str(f.get("code", "")), name=str(f.get("name", "")),
+                                   severity=str(f.get("severity", "")), message=str(f.get("message", "")),
+                                   location=str(f.get("location", "")),
+                                   recoverable_ns=int(f.get("recoverable_ns", 0) or 0)))
+    hardware = tuple((int(h["device"]), str(h.get("reported_name", "")), h.get("spec"))
+                     for h in d.get("hardware", ()) or ())
+    th = d.get("thresholds") or {}
+    warm = th.get("warmup_steps") if isinstance(th, Mapping) else None
+    epoch = src.get("start_epoch_ns")
+    counts = src.get("counts") or {}
+    return Run(
+        file=str(src.get("file", "")),
+        format=str(src.get("format", "")),
+        producer=str(src.get("producer", "")),
+        format_version=str(src.get("format_version", "")),
+        traceclass_version=str(d.get("traceclass_version", "")),
+        meta=dict(src.get("meta") or {}),
+        start_epoch_ns=int(epoch) if isinstance(epoch, (int, float)) else None,
+        start_epoch_basis=str(src.get("start_epoch_basis", "")),
+        hardware=hardware,
+        devices=devices,
+        stages=stages,
+        ops=ops,
+        ops_time_basis=str(d.get("ops_time_basis", "")),
+        families=families,
+        memory=memory,
+        findings=tuple(findings),
+        series_steps=int(d.get("step_series_steps", 0) or 0),
+        warmup_steps=int(warm) if isinstance(warm, (int, float)) else None,
+        has_gpu=bool(devices) or int(counts.get("gpu_activities", 0) or 0) > 0,
+    )
+
+
+def gpu_names(run: Run) -> tuple[str, ...]:
+    """Reported GPU names (host CPU rows excluded), sorted."""
+    return tuple(sorted({name for dev, name, _spec in run.hardware if dev >= 0 and name}))
+
+
+def mean(xs: Sequence[int]) -> float:
+    return float(sum(xs)) / len(xs) if xs else 0.0

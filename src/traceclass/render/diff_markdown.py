@@ -1,0 +1,417 @@
+"""Diff and check results -> markdown (and JSON with the same content).
+
+Input is the plain dict of ``traceclass.compare.diff.to_dict`` / ``compare.gate.to_dict`` (the
+JSON form), so the markdown and the JSON cannot drift apart; the verdict text is composed
+here for both. Every name from a trace goes through :func:`escape.code`; every number carries
+its unit.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any, Mapping, Sequence
+
+from traceclass.render import units
+from traceclass.render.escape import clean, code
+
+Segment = tuple[str, str]  # ("text", plain words we wrote) or ("name", untrusted name)
+
+_TEST_SHORT = {"Mann-Whitney U": "MW", "Welch t": "Welch"}
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _signed_duration(ns: float | None) -> str:
+    if ns is None:
+        return "—"
+    s = units.duration(abs(ns))
+    return ("+" if ns > 0 else "−" if ns < 0 else "±") + s
+
+
+def _signed_pct(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "—"
+    return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.{digits}f}%"
+
+
+def value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "ns":
+        return units.duration(v)
+    if unit == "bytes":
+        return units.size(v)
+    if unit == "pct":
+        return units.pct(v)
+    return f"{v:.3g}"
+
+
+def delta_text(d: Mapping[str, Any]) -> str:
+    x = d.get("delta")
+    if x is None:
+        return "—"
+    if d["unit"] == "ns":
+        return _signed_duration(x)
+    if d["unit"] == "bytes":
+        return ("+" if x > 0 else "−" if x < 0 else "±") + units.size(abs(x))
+    if d["unit"] == "pct":
+        return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.1f} pp"
+    return f"{x:+.3g}"
+
+
+def delta_pct_text(d: Mapping[str, Any]) -> str:
+    if d.get("unit") == "pct":
+        return "—"  # shares: the delta is already in percentage points
+    return _signed_pct(d.get("delta_pct"))
+
+
+def test_text(d: Mapping[str, Any]) -> str:
+    n = d["noise"]
+    if not n["noise_known"]:
+        if n["reason"] == "single sample: noise unknown":
+            return f"noise unknown ({n['n_baseline']} vs {n['n_candidate']} samples)"
+        return n["reason"]
+    if n["test"] == "none":
+        return f"{n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
+    return f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
+
+
+def _when(epoch_ns: int | None) -> str:
+    if epoch_ns is None:
+        return "unknown"
+    t = datetime.datetime.fromtimestamp(epoch_ns / 1e9, datetime.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+def _op_label(o: Mapping[str, Any]) -> list[Segment]:
+    segs: list[Segment] = [("name", o["name"])]
+    if o.get("shapes"):
+        segs += [("text", " on "), ("name", o["shapes"])]
+    return segs
+
+
+def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
+    """The verdict as sentences of segments; names stay apart so each renderer escapes them."""
+    out: list[list[Segment]] = []
+    callouts = d.get("callouts") or []
+    if callouts:
+        s: list[Segment] = [("text", "Not a like-for-like comparison, so it does not isolate one change: ")]
+        for k, c in enumerate(callouts):
+            if k:
+                s.append(("text", "; "))
+            s += [("text", f"{c['what']} differs ("), ("name", c["baseline"]), ("text", " vs "),
+                  ("name", c["candidate"]), ("text", ")")]
+        s.append(("text", "."))
+        out.append(s)
+    v = d["verdict"]
+    step = v.get("step")
+    if step is None:
+        out.append([("text", "No step times to compare (a run has no steps or ranges); "
+                              "see the op groups and kernel families below.")])
+    else:
+        p = step["p50"]
+        b, c = p["baseline"], p["candidate"]
+        n = p["noise"]
+        label = p["label"]
+        if label in ("faster", "slower"):
+            pct = abs(p["delta_pct"]) if p["delta_pct"] is not None else 0.0
+            head = f"Candidate is {pct:.0f}% {label} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
+        else:
+            head = (f"No step-time change beyond noise (P50 {value(b, 'ns')} → {value(c, 'ns')}, "
+                    f"{_signed_pct(p['delta_pct'])})")
+        if n["noise_known"] and n["test"] != "none":
+            if label in ("faster", "slower"):
+                head += f", beyond noise ({_p_clause(n)}, {n['n_baseline']} vs {n['n_candidate']} steps)"
+            else:
+                head += f" ({_p_clause(n)}, {n['n_baseline']} vs {n['n_candidate']} steps)"
+        elif not n["noise_known"]:
+            head += (f"; noise unknown ({n['n_baseline']} vs {n['n_candidate']} steady steps), so a change "
+                     f"under the assumed 10% run-to-run noise is not called")
+        sent: list[Segment] = [("text", head)]
+        contributors = v.get("contributors") or []
+        if contributors:
+            word = "gain" if label == "faster" else "loss"
+            first = contributors[0]
+            share = first.get("share_pct")
+            lead = f"; most of the {word} comes from " if (share or 0) >= 50 else f"; the largest part of the {word} comes from "
+            sent.append(("text", lead))
+            for k, ctr in enumerate(contributors):
+                o = ctr["op"]
+                if k:
+                    sent.append(("text", ", then " if k == 1 else ", "))
+                sent += _op_label(o)
+                bits = [f"{_signed_duration(o['per_step']['delta'])} per step"]
+                if ctr.get("share_pct") is not None:
+                    bits.append(f"{ctr['share_pct']:.0f}% of the change")
+                if o["status"] == "vanished":
+                    bits.append("gone in the candidate")
+                elif o["status"] == "appeared":
+                    bits.append("new in the candidate")
+                sent.append(("text", f" ({', '.join(bits)})"))
+        sent.append(("text", "."))
+        out.append(sent)
+    regs = v.get("regressions") or []
+    if regs:
+        s = [("text", "Regressed: ")]
+        for k, r in enumerate(regs[:3]):
+            if k:
+                s.append(("text", "; "))
+            s += [("text", f"{r['what']} "), ("name", r["name"])]
+            if r.get("detail"):
+                s += [("text", " on "), ("name", r["detail"])]
+            dd = r["delta"]
+            unknown = "" if dd["noise"]["noise_known"] else ", noise unknown"
+            pct = "new in the candidate" if not dd["baseline"] else _signed_pct(dd["delta_pct"])
+            per = "P50 " if r["what"] == "stage" else ""
+            tail = "" if r["what"] == "stage" else " per step"
+            s.append(("text", f" {per}by {_signed_duration(dd['delta'])}{tail} ({pct}{unknown})"))
+        if len(regs) > 3:
+            s.append(("text", f"; and {len(regs) - 3} more (tables below)"))
+        s.append(("text", "."))
+        out.append(s)
+    elif step is not None:
+        known = step["p50"]["noise"]["noise_known"]
+        out.append([("text", "No regression beyond noise." if known else
+                     "No regression above 10% (noise unknown).")])
+    f = v.get("findings") or {}
+    if any(f.values()):
+        out.append([("text", f"Findings: {f.get('resolved', 0)} resolved, {f.get('new', 0)} new, "
+                             f"{f.get('persisting', 0)} persisting.")])
+    return out
+
+
+def _p_clause(n: Mapping[str, Any]) -> str:
+    reason = n["reason"]
+    p = reason.split(" but ")[0]  # "p = 0.008" / "p = < 0.001"
+    p = p.replace("p = < ", "p < ")
+    return f"{n['test']}, {p}"
+
+
+def verdict_plain(d: Mapping[str, Any]) -> str:
+    """The verdict as one plain-text paragraph (names in backticks, unescaped): for JSON."""
+    return " ".join("".join(f"`{clean(t)}`" if k == "name" else t for k, t in sent)
+                    for sent in verdict_segments(d))
+
+
+def _verdict_md(d: Mapping[str, Any]) -> list[str]:
+    out = []
+    for k, sent in enumerate(verdict_segments(d)):
+        line = "".join(code(t) if kind == "name" else t for kind, t in sent)
+        out.append(f"**{line}**" if k == 0 and d.get("callouts") else line)
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _delta_cells(dd: Mapping[str, Any]) -> list[str]:
+    return [value(dd["baseline"], dd["unit"]), value(dd["candidate"], dd["unit"]), delta_text(dd),
+            delta_pct_text(dd), dd["label"], test_text(dd)]
+
+
+_DELTA_HEAD = ["baseline", "candidate", "Δ", "Δ%", "label", "noise test (n)"]
+_DELTA_ALIGN = ["r", "r", "r", "r", "l", "l"]
+
+
+def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
+    b, c = d["baseline"], d["candidate"]
+    L: list[str] = [f"# traceclass diff: {code(b['file'])} → {code(c['file'])}", ""]
+    L += ["## Verdict", ""]
+    for line in _verdict_md(d):
+        L += [line, ""]
+    L += [f"Noise rule: {d['method']}.", ""]
+
+    L += ["## Runs", ""]
+    rows = [
+        ["file", code(b["file"]), code(c["file"])],
+        ["format", code(f"{b['producer']} ({b['format']})"), code(f"{c['producer']} ({c['format']})")],
+        ["steady steps (warm-up)", f"{b['steps']} ({b['warmup_steps']})", f"{c['steps']} ({c['warmup_steps']})"],
+        ["GPU", ", ".join(code(g) for g in b["gpus"]) or "none", ", ".join(code(g) for g in c["gpus"]) or "none"],
+        ["recorded", _when(b["recorded_at_epoch_ns"]), _when(c["recorded_at_epoch_ns"])],
+    ]
+    L += _table(["", "baseline", "candidate"], ["l", "l", "l"], rows) + [""]
+    if d.get("callouts"):
+        crow = [[c_["topic"], c_["what"], code(c_["baseline"]), code(c_["candidate"]), c_["consequence"]]
+                for c_ in d["callouts"]]
+        L += ["Setup differences:", ""]
+        L += _table(["topic", "what", "baseline", "candidate", "why it matters"], ["l"] * 5, crow) + [""]
+
+    L += ["## Stages", "", "P50 wall time over the steady-state occurrences (warm-up apart).", ""]
+    if d["stages"]:
+        rows = [[code(s["name"]) + ("" if s["candidate_name"] == s["name"] else f" / {code(s['candidate_name'])}"),
+                 f"{s['count_baseline']} / {s['count_candidate']}"] + _delta_cells(s["p50"]) for s in d["stages"]]
+        L += _table(["stage", "occurrences"] + _DELTA_HEAD, ["l", "r"] + _DELTA_ALIGN, rows) + [""]
+    else:
+        L += ["No stage in common.", ""]
+    for key, words in (("stages_only_baseline", "Only in the baseline"), ("stages_only_candidate", "Only in the candidate")):
+        if d.get(key):
+            L += [f"{words}: " + ", ".join(code(n) for n in d[key][:30])
+                  + (f" and {len(d[key]) - 30} more" if len(d[key]) > 30 else "") + ".", ""]
+
+    L += ["## Op groups", "",
+          "Matched by op name, input shapes and dtype (kernel names do not matter, so runs on different "
+          "GPU vendors pair their ops); time per steady step (mean): GPU time on GPU traces, host op time "
+          "on CPU traces. A group missing from a run counts as 0 in each of its steps.", ""]
+    ops = d["ops"]
+    if ops:
+        rows = [[code(o["name"], 60), code(o["shapes"], 60), code(o["dtype"]) if o["dtype"] else "—"]
+                + _delta_cells(o["per_step"]) + [f"{o['calls_baseline']} → {o['calls_candidate']}"] for o in ops[:top]]
+        L += _table(["op", "shapes", "dtype"] + _DELTA_HEAD + ["calls"], ["l", "l", "l"] + _DELTA_ALIGN + ["r"], rows)
+        if len(ops) > top:
+            L += ["", f"{len(ops) - top} more matched op groups in the JSON output (`--format json`)."]
+        L += [""]
+    else:
+        L += ["No op group in common.", ""]
+    for key, title, side in (("ops_vanished", "Vanished in the candidate", "baseline"),
+                             ("ops_appeared", "Appeared in the candidate", "candidate")):
+        rows_ = d.get(key) or []
+        L += [f"### {title} ({len(rows_)})", ""]
+        if not rows_:
+            L += ["None.", ""]
+            continue
+        rows = [[code(o["name"], 60), code(o["shapes"], 60), code(o["dtype"]) if o["dtype"] else "—",
+                 value(o["per_step"][side], "ns"), str(o[f"calls_{side}"]), o["per_step"]["label"],
+                 test_text(o["per_step"])] for o in rows_[:top]]
+        L += _table(["op", "shapes", "dtype", f"{side} per step", "calls", "label", "noise test (n)"],
+                    ["l", "l", "l", "r", "r", "l", "l"], rows)
+        if len(rows_) > top:
+            total = sum(o["per_step"][side] or 0 for o in rows_[top:])
+            L += ["", f"{len(rows_) - top} more ({units.duration(total)} per step) in the JSON output."]
+        L += [""]
+
+    if d.get("families"):
+        L += ["## Kernel families", "", "Summed kernel time per steady step (mean), by family.", ""]
+        rows = [[code(f["family"]), f["status"]] + _delta_cells(f["per_step"]) for f in d["families"]]
+        L += _table(["family", "in"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+
+    if d.get("gpu_step") or d.get("devices"):
+        L += ["## GPU time", ""]
+        g = d.get("gpu_step")
+        if g:
+            L += ["Per steady step (mean): busy = union of GPU work launched from the step, idle = step wall − busy, "
+                  "copy = memcpy + memset time.", ""]
+            rows = [[k] + _delta_cells(g[k]) for k in ("busy", "idle", "copy")]
+            L += _table(["per step"] + _DELTA_HEAD, ["l"] + _DELTA_ALIGN, rows) + [""]
+        if d.get("devices"):
+            L += ["Share of each device's window (one value per run: noise unknown).", ""]
+            rows = []
+            for dv in d["devices"]:
+                for k in ("busy_pct", "idle_pct", "copy_pct"):
+                    rows.append([f"{dv['device']} {code(dv['name_candidate'] or dv['name_baseline'])}",
+                                 k.removesuffix("_pct")] + _delta_cells(dv[k]))
+            L += _table(["device", "share"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+
+    if d.get("memory"):
+        L += ["## Memory", "", "Allocator peaks from profiler memory events (one value per run).", ""]
+        rows = []
+        for m in d["memory"]:
+            where = "host" if m["device_type"] == "cpu" else f"GPU {m['device']}"
+            rows.append([where, "peak allocated"] + _delta_cells(m["peak_allocated"]))
+            if m.get("peak_reserved"):
+                rows.append([where, "peak reserved"] + _delta_cells(m["peak_reserved"]))
+        L += _table(["device", "figure"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+
+    L += ["## Findings", ""]
+    if d.get("findings"):
+        L += ["Matched by fingerprint (rule + location); value = estimated recoverable time.", ""]
+        rows = [[f["status"], code(f["code"]), code(f["name"]), code(f["message"], 100)]
+                + _delta_cells(f["recoverable"])[:4] for f in d["findings"]]
+        L += _table(["status", "rule", "name", "message", "baseline", "candidate", "Δ", "Δ%"],
+                    ["l", "l", "l", "l", "r", "r", "r", "r"], rows) + [""]
+    else:
+        L += ["No findings in either run.", ""]
+    if d.get("notes"):
+        L += ["## Notes", ""] + [f"- {n}" for n in d["notes"]] + [""]
+    return "\n".join(L).rstrip() + "\n"
+
+
+def render_json(d: Mapping[str, Any]) -> str:
+    out = dict(d)
+    out["verdict"] = dict(d["verdict"]) | {"summary": verdict_plain(d)}
+    return json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------- check
+
+
+_STATUS = {"ok": "ok", "regressed": "**REGRESSED**", "over budget": "**OVER BUDGET**", "missing": "**MISSING**",
+           "improved": "improved", "n/a": "n/a"}
+
+
+def _check_delta(r: Mapping[str, Any]) -> str:
+    if r.get("delta") is None:
+        return "—"
+    if r["unit"] == "pct":
+        return delta_text({"delta": r["delta"], "unit": "pct"})
+    return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({_signed_pct(r.get('delta_pct'))})"
+
+
+def render_check_markdown(d: Mapping[str, Any]) -> str:
+    """Short summary for a CI log or a pull-request comment."""
+    rows = d["rows"]
+    failing = [r for r in rows if r["status"] in ("regressed", "over budget", "missing")]
+    b = d.get("baseline") or {}
+    head = "PASS" if d["passed"] else f"FAIL: {len(failing)} metric(s) beyond threshold or budget"
+    L = [f"## traceclass check: {head}", ""]
+    where = [f"candidate {code(d.get('candidate', ''))} vs baseline {code(b.get('file', ''))}"]
+    git = b.get("git") or {}
+    if git.get("commit"):
+        where.append(f"commit {code(str(git['commit'])[:12])}" + (" (dirty tree)" if git.get("dirty") else ""))
+    if b.get("recorded_at_epoch_ns") is not None:
+        where.append(f"recorded {_when(b['recorded_at_epoch_ns'])}")
+    L += ["; ".join(where) + ".", ""]
+    if d.get("callouts"):
+        parts = [f"{c['what']} {code(c['baseline'])} vs {code(c['candidate'])}" for c in d["callouts"]]
+        L += ["**Setup differs, so the gate does not isolate one change:** " + "; ".join(parts) + ".", ""]
+    metric_rows = [r for r in rows if r["metric"] != "budget"]
+    table = []
+    for r in metric_rows:
+        if r["status"] == "n/a" and r["metric"] == "stage P50" and r["note"] in ("not in the candidate",
+                                                                               "new in the candidate"):
+            continue  # listed below
+        name = r["metric"] + (f" {code(r['name'])}" if r["name"] else "")
+        noise_txt = ""
+        if r.get("noise"):
+            n = r["noise"]
+            if n["noise_known"] and n["test"] != "none":
+                noise_txt = f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']}"
+            elif not n["noise_known"]:
+                noise_txt = "noise unknown"
+        note = "; ".join(x for x in (noise_txt, r.get("note") or "") if x)
+        table.append([name, value(r["baseline"], r["unit"]), value(r["candidate"], r["unit"]), _check_delta(r),
+                      r["limit"], _STATUS.get(r["status"], r["status"]), clean(note, 160) if note else ""])
+    L += _table(["metric", "baseline", "candidate", "Δ", "limit", "result", "note"],
+                ["l", "r", "r", "r", "l", "l", "l"], table) + [""]
+    gone = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "not in the candidate"]
+    new = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "new in the candidate"]
+    if gone:
+        L += ["Stages not in the candidate: " + ", ".join(code(n) for n in gone) + ".", ""]
+    if new:
+        L += ["Stages new in the candidate: " + ", ".join(code(n) for n in new) + ".", ""]
+    budgets = [r for r in rows if r["metric"] == "budget"]
+    if budgets:
+        brows = [[code(r["name"]), units.duration(r["budget_ns"]), value(r["baseline"], "ns"),
+                  value(r["candidate"], "ns"), _STATUS.get(r["status"], r["status"]), clean(r.get("note") or "", 160)]
+                 for r in budgets]
+        L += ["Budgets (candidate P50 per stage):", ""]
+        L += _table(["stage", "budget", "baseline P50", "candidate P50", "result", "note"],
+                    ["l", "r", "r", "r", "l", "l"], brows) + [""]
+    th = ", ".join(f"{k} = {v:g}" for k, v in d.get("thresholds", {}).items())
+    L += [f"Thresholds: {th} (`[tool.traceclass.check]`; pct = percent of the baseline, points = percentage "
+          f"points). Rule: {d['method']}. Exit code {d['exit_code']}.", ""]
+    return "\n".join(L).rstrip() + "\n"
+
+
+__all__ = ["render_markdown", "render_json", "render_check_markdown", "verdict_plain", "verdict_segments", "value", "delta_text",
+           "test_text"]
