@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
-from traceclass.model import Trace
+from traceclass.model import StackNodes, Trace
 
 NO_FRAMES = "none"  # kind of a sample with an empty stack
 NO_FRAMES_LABEL = "empty stack (no frames recorded)"
@@ -330,7 +330,7 @@ def _unverified_frames(trace: Trace) -> np.ndarray:
     return is_py & ~have
 
 
-def _node_kinds(st, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _node_kinds(st: StackNodes, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:
     """Kind priority per trie node: the best of its leaf kind and its ancestors' stack kinds."""
     n = len(st)
     if n == 0:
@@ -349,7 +349,7 @@ def _node_kinds(st, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:  # t
     return np.maximum(leaf_p[frame], ctx)
 
 
-def _first_occurrence(st) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _first_occurrence(st: StackNodes) -> np.ndarray:
     """True where no strict ancestor of the node has the same frame (recursion counted once)."""
     n = len(st)
     frame = st.frame.astype(np.int64)
@@ -365,7 +365,9 @@ def _first_occurrence(st) -> np.ndarray:  # type: ignore[no-untyped-def]
     return first
 
 
-def _totals(st, thread: np.ndarray, node: np.ndarray, value: np.ndarray, n_frames: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+def _totals(
+    st: StackNodes, thread: np.ndarray, node: np.ndarray, value: np.ndarray, n_frames: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Total value per (thread, frame) as sorted keys thread * n_frames + frame and sums.
 
     Each sample counts once per distinct frame on its stack: only first occurrences emit.

@@ -11,7 +11,7 @@ import runpy
 import sys
 
 
-def main(argv):
+def main(argv: list) -> int:
     if len(argv) < 2:
         sys.stderr.write("usage: _torch_child.py OUT.json (script.py | -m module) [args...]\n")
         return 2

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from traceclass.errors import ConfigError, ExternalToolError
+from traceclass.model import Trace
 
 COMMAND = "record"
 HELP = "run a program under py-spy (idle samples, per thread) and print the report"
@@ -122,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_forwarding_stderr(cmd: list[str]) -> tuple[int, list[str]]:
     """Run ``cmd``; its stderr (py-spy's and the program's) goes on to ours, the tail is kept."""
     tail: collections.deque[str] = collections.deque(maxlen=40)
+    sys.stdout.flush()  # the program writes to the same stdout; keep the order
     try:
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -145,7 +147,7 @@ def _run_forwarding_stderr(cmd: list[str]) -> tuple[int, list[str]]:
     return proc.wait(), list(tail)
 
 
-def _mark_recorded(trace, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _mark_recorded(trace: Trace, args: argparse.Namespace) -> Trace:
     """What `record` knows and the file does not: idle samples kept, no GIL filter, the rate."""
     sampling = trace.sampling
     if sampling is not None:
@@ -155,7 +157,7 @@ def _mark_recorded(trace, args: argparse.Namespace):  # type: ignore[no-untyped-
     return trace.replace(sampling=sampling, notes=notes)
 
 
-def _render(trace, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
+def _render(trace: Trace, args: argparse.Namespace) -> str:
     try:
         from traceclass.cli.analyze import render_trace
     except ImportError:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from traceclass import __version__
-from traceclass.model import Trace
+from traceclass.model import StackNodes, Trace
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 _TORCH_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$", re.S)
@@ -270,7 +270,7 @@ def _sampled(trace: Trace, frames: _Frames) -> list[dict[str, Any]]:
     return out
 
 
-def _paths(st, code: np.ndarray, leaves: np.ndarray) -> dict[int, list[int]]:  # type: ignore[no-untyped-def]
+def _paths(st: StackNodes, code: np.ndarray, leaves: np.ndarray) -> dict[int, list[int]]:
     """Root-first frame indices for each leaf node, sharing work between common prefixes."""
     parent = st.parent.tolist()
     frame = st.frame.tolist()
