@@ -1,0 +1,132 @@
+"""TC301 exposed-copy: copies the GPU spends alone, overlapped by no kernel.
+
+What it finds
+    Host-to-device, device-to-host and device-to-device copies (memcpy rows) whose time overlaps
+    no kernel on the same device, any stream. One finding per device and direction, with the
+    exposed wall time, the copy count and bytes, and the achieved bandwidth next to the peak: the
+    host link per direction for HtoD/DtoH (``host_link`` in hardware/specs.toml), half the
+    memory bandwidth for DtoD (a copy reads and writes every byte). Evidence: launch sites (op,
+    API call, source line), worst first.
+
+Why it matters
+    While an exposed copy runs the GPU computes nothing. A copy that overlaps a kernel (pinned
+    memory, ``non_blocking=True``, a side stream) costs nothing on the critical path; the same
+    copy on the compute stream adds its full time to every step. HTA does not analyse copy
+    overlap; TraceLens reports one ``exposed_memcpy`` number without sites.
+
+How to fix
+    HtoD: pin host memory (``DataLoader(pin_memory=True)``), copy with ``non_blocking=True`` and
+    prefetch the next batch on a side stream. DtoH: keep per-step values on the GPU, copy once.
+    DtoD: drop copies the model does not need (``torch.cat`` in loops, ``clone()``, DDP bucket
+    copies: ``gradient_as_bucket_view=True``) or overlap them with compute.
+
+Example
+    ``x = batch.to("cuda")`` with a pageable CPU batch: an 8 MiB HtoD copy runs for 1.8 ms with
+    the GPU idle; with ``pin_memory=True`` and ``non_blocking=True`` issued one step ahead, it
+    overlaps the previous step's kernels and disappears from the step time.
+
+Thresholds
+    ``min_exposed_us`` (100): a device/direction is reported when its copies are exposed for at
+    least this long in the trace: below 0.1 ms over a whole trace no fix is worth a change.
+    ``min_exposed_pct`` (1.0): ... and for at least this share of the device's GPU window (first to
+    last GPU activity), the time severity is measured against. Under 1 % of the window the
+    exposure is below the run-to-run noise of a step (1-3 % in the corpus traces).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import copies
+from traceclass.analysis.sites import duration_text, size_text
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC301", name="exposed-copy", family="copy",
+                summary="copies overlapped by no kernel: exposed time, bytes, bandwidth vs link/memory peak",
+                needs=("gpu",))
+
+MAX_EVIDENCE = 50
+_FIX = {
+    copies.HTOD: "Pin host memory (DataLoader(pin_memory=True)), copy with .to(device, non_blocking=True) and "
+                 "prefetch the next batch on a side stream so the copy overlaps kernels.",
+    copies.DTOH: "Keep per-step values on the GPU and copy once (avoid .item()/.cpu() per step); if a copy is "
+                 "needed, use non_blocking=True into pinned memory and synchronize later.",
+    copies.DTOD: "Remove device copies the model does not need (torch.cat in loops, clone(), .contiguous() of "
+                 "views, DDP bucket copies: gradient_as_bucket_view=True) or run them on a side stream.",
+    copies.OTHER: "Remove the copy or issue it asynchronously so that it overlaps kernels.",
+}
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    trace = ctx.trace
+    rows = copies.memcpy_rows(trace)
+    if len(rows) == 0:
+        return
+    gpu = trace.gpu
+    exposed = copies.exposed_each(trace, rows)
+    cls = copies.direction_class(trace, rows)
+    windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
+    for dev in np.unique(gpu.device[rows]).tolist():
+        for c in range(len(copies.CLASS_LABEL)):
+            sel = (gpu.device[rows] == dev) & (cls == c)
+            if not sel.any():
+                continue
+            r, ex = rows[sel], exposed[sel]
+            union = copies.exposed_union_ns(trace, r)
+            window = windows.get(dev, 0)
+            pct = 100.0 * union / window if window > 0 else 0.0
+            if union < th["min_exposed_us"] * 1000 or pct < th["min_exposed_pct"]:
+                continue
+            yield _finding(ctx, dev, c, r, ex, union, window, pct, th)
+
+
+def _finding(ctx: Context, dev: int, c: int, r: np.ndarray, ex: np.ndarray, union: int, window: int,
+             pct: float, th: Mapping[str, Any]) -> Finding:
+    trace, gpu = ctx.trace, ctx.trace.gpu
+    label = copies.CLASS_LABEL[c]
+    dur = gpu.end_ns[r] - gpu.start_ns[r]
+    nb = gpu.bytes[r]
+    known = nb >= 0
+    total_bytes = int(nb[known].sum()) if known.any() else None
+    achieved = total_bytes / (dur[known].sum() / 1e9) if known.any() and dur[known].sum() > 0 else None
+    rd = ctx.analysis.devices.get(dev)
+    peak, basis = copies.peak_bps(rd.spec if rd else None, c)
+    bw = "bytes not recorded"
+    if achieved is not None:
+        bw = f"{achieved / 1e9:.1f} GB/s achieved"
+        bw += f" vs {peak / 1e9:.0f} GB/s peak ({basis})" if peak else f" (peak unknown: {basis})"
+    msg = (f"device {dev}: {len(r)} {label} copies exposed for {duration_text(union)}, {pct:.1f}% of the "
+           f"{duration_text(window)} GPU window (threshold {th['min_exposed_pct']}% and {th['min_exposed_us']} us); "
+           f"{size_text(total_bytes)}{_unknown(int((~known).sum()))}, {bw}")
+    values = {"copies_count": int(len(r)), "exposed_ns": union, "copy_ns": int(dur.sum()), "window_ns": window,
+              "exposed_pct": round(pct, 3), "bytes": total_bytes, "bytes_unknown_count": int((~known).sum()),
+              "achieved_gb_s": round(achieved / 1e9, 3) if achieved is not None else None,
+              "peak_gb_s": round(peak / 1e9, 3) if peak else None, "peak_basis": basis}
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity_for(union, window), message=msg,
+        recoverable_ns=union,
+        estimate="exposed wall time of these copies (copy time overlapped by no kernel on the device, union "
+                 "over streams); an upper bound: overlapping or removing the copies saves at most this. "
+                 "Severity: share of the device's GPU window.",
+        fix=_FIX[c], location=f"device {dev} {label} copies", evidence=_evidence(trace, r, ex), values=values)
+
+
+def _evidence(trace, r: np.ndarray, ex: np.ndarray) -> tuple[Evidence, ...]:  # type: ignore[no-untyped-def]
+    gpu = trace.gpu
+    out = []
+    for g in copies.site_groups(trace, r):
+        rr = r[g.index]
+        nb = gpu.bytes[rr]
+        out.append(Evidence(
+            what=f"{len(rr)}x {g.name} from {g.where}", start_ns=int(gpu.start_ns[rr].min()),
+            end_ns=int(gpu.end_ns[rr].max()), duration_ns=int(ex[g.index].sum()), count=len(rr),
+            bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source,
+            values={"exposed_ns": int(ex[g.index].sum()), "copy_ns": int((gpu.end_ns[rr] - gpu.start_ns[rr]).sum())}))
+    out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
+    return tuple(out[:MAX_EVIDENCE])
+
+
+def _unknown(n: int) -> str:
+    return f" (+{n} copies without a byte count)" if n else ""

@@ -1,0 +1,177 @@
+"""TC303 sync-copy: copies the host waits for, through a blocking API or a wait right after.
+
+What it finds
+    (a) Copies issued through a synchronous API (``cudaMemcpy``, ``cuMemcpyHtoD``, ``hipMemcpy``,
+    ``hipMemcpyWithStream``...), the case of nsys ``analyze``'s ``cuda_memcpy_sync`` rule; like it,
+    CUDA device-to-device copies (the CUDA runtime does not block the host for them) and small
+    host-to-device copies (see ``max_small_htod_bytes``) are left out. HIP documents all its
+    synchronous copies as blocking, so no HIP call is left out. (b) Async copies waited on at
+    once: a ``*MemcpyAsync`` whose next call on the same thread (event records skipped) is a
+    stream, device or event synchronization starting within ``max_wait_gap_us`` of its end:
+    ``.item()``, ``.cpu()``, ``.tolist()``, ``print(tensor)`` in PyTorch. One finding per device and
+    kind, with the host time blocked, the GPU idle gap that followed, bytes and launch sites.
+
+Why it matters
+    The host stops until the GPU has drained its queue and finished the copy; meanwhile it queues
+    no work, so when it resumes the GPU sits idle until new kernels arrive. Every such copy is a
+    pipeline flush: on a GPU-bound step it costs the idle gap after the copy, on a host-bound
+    step the blocked host time.
+
+How to fix
+    Keep values on the GPU (accumulate losses and metrics as tensors; log every N steps), use
+    ``non_blocking=True`` copies into pinned memory and synchronize once, late; replace
+    ``cudaMemcpy`` by ``cudaMemcpyAsync`` on a stream plus an event.
+
+Example
+    ``loss.item()`` every step: ``aten::_local_scalar_dense`` issues ``cudaMemcpyAsync`` DtoH and
+    ``cudaStreamSynchronize`` 1 us later; the host waits for all queued kernels, then the GPU idles
+    for the launch latency of the next step's first kernels.
+
+Thresholds
+    ``max_wait_gap_us`` (50): a sync within 50 us of the copy's API call belongs to it. In the corpus
+    the copy -> sync gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us
+    leaves room for a slow host and profiler overhead, while any other CUDA call in between breaks
+    the pair anyway. ``max_small_htod_bytes`` (65536): synchronous HtoD copies of at most 64 KiB
+    from pageable (or unknown) host memory are left out, as nsys does: CUDA returns once such a
+    copy is staged, without waiting for the device. ``min_copies_count`` (1): report any, like nsys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass import timeline as tl
+from traceclass.analysis import copies
+from traceclass.analysis.sites import duration_text, size_text
+from traceclass.model import ApiKind, GpuKind, MemKind
+from traceclass.model.nesting import lookup
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC303", name="sync-copy", family="copy",
+                summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
+                needs=("gpu",))
+
+MAX_EVIDENCE = 50
+_WAITS = (ApiKind.SYNC_STREAM, ApiKind.SYNC_DEVICE, ApiKind.SYNC_EVENT)
+SYNC_API, WAITED = 0, 1
+_MODE = ("synchronous-API copies", "async copies synchronized at once")
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    trace = ctx.trace
+    api, gpu = trace.api, trace.gpu
+    if len(api) == 0 or len(gpu) == 0:  # no GPU activity recorded: nothing to attribute the copies to
+        return
+    calls, mode, blocked, gaps = _blocking_copies(trace, th)
+    if len(calls) == 0:
+        return
+    mem = copies.memcpy_rows(trace)
+    g = lookup(gpu.api[mem], calls) if len(mem) else np.full(len(calls), -1)
+    row = np.where(g >= 0, mem[np.maximum(g, 0)], -1) if len(mem) else g
+    has = row >= 0
+    cls = np.full(len(calls), copies.OTHER, dtype=np.int8)
+    nbytes = np.full(len(calls), -1, dtype=np.int64)
+    host = np.full(len(calls), int(MemKind.UNKNOWN), dtype=np.int8)
+    cls[has], nbytes[has], host[has] = (copies.direction_class(trace, row[has]), gpu.bytes[row[has]],
+                                        copies.host_mem(trace, row[has]))
+    is_cuda = trace.strings.mask(api.name[calls], lambda s: s.startswith("cu"))
+    keep = mode == WAITED
+    keep |= ~((cls == copies.DTOD) & is_cuda)
+    keep &= ~((mode == SYNC_API) & (cls == copies.HTOD) & (nbytes >= 0) & (nbytes <= th["max_small_htod_bytes"])
+              & (host != MemKind.PINNED))
+    calls, mode, blocked, gaps, row, cls, nbytes = (calls[keep], mode[keep], blocked[keep], gaps[keep], row[keep],
+                                                   cls[keep], nbytes[keep])
+    bubble = _idle_after(trace, row)
+    dev = np.full(len(row), -1, dtype=np.int64)
+    dev[row >= 0] = gpu.device[row[row >= 0]]
+    windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
+    for d in np.unique(dev).tolist():
+        for m in (SYNC_API, WAITED):
+            sel = (dev == d) & (mode == m)
+            if sel.sum() >= th["min_copies_count"] and sel.any():
+                yield _finding(ctx, d, m, calls[sel], row[sel], blocked[sel], bubble[sel], nbytes[sel], cls[sel],
+                               gaps[sel], windows.get(d, 0), th)
+
+
+def _blocking_copies(trace, th: Mapping[str, Any]) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
+    """API rows of blocking copies, their mode, the host time blocked and the copy -> sync gap (ns)."""
+    api = trace.api
+    keep = np.flatnonzero(~trace.strings.mask(api.name, lambda s: "EventRecord" in s))
+    order = keep[np.lexsort((api.start_ns[keep], api.tid[keep], api.pid[keep]))]
+    k = api.kind[order]
+    same = (api.pid[order][1:] == api.pid[order][:-1]) & (api.tid[order][1:] == api.tid[order][:-1])
+    gap = api.start_ns[order][1:] - api.end_ns[order][:-1]
+    waited = np.zeros(len(order), dtype=bool)
+    waited[:-1] = (k[:-1] == ApiKind.MEMCPY_ASYNC) & same & np.isin(k[1:], _WAITS) & (gap <= th["max_wait_gap_us"] * 1000)
+    sync = k == ApiKind.MEMCPY_SYNC
+    dur = api.end_ns[order] - api.start_ns[order]
+    nxt_dur = np.r_[dur[1:], 0]
+    blocked = np.where(waited, dur + nxt_dur, dur)
+    sel = sync | waited
+    gaps = np.where(waited, np.r_[gap, 0], 0)
+    return order[sel], np.where(waited[sel], WAITED, SYNC_API), blocked[sel].astype(np.int64), gaps[sel]
+
+
+def _idle_after(trace, rows: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """GPU idle gap that follows the busy stretch containing each copy's end (0 when none follows)."""
+    gpu = trace.gpu
+    out = np.zeros(len(rows), dtype=np.int64)
+    has = rows >= 0
+    for d in np.unique(gpu.device[rows[has]]).tolist():
+        on = (gpu.device == d) & (gpu.kind != GpuKind.SYNC)
+        bs, be = tl.merge(gpu.start_ns[on], gpu.end_ns[on])
+        sel = np.flatnonzero(has & (gpu.device[np.maximum(rows, 0)] == d))
+        t = gpu.end_ns[rows[sel]]
+        i = np.searchsorted(bs, t, side="left") - 1  # busy stretch that contains the copy end
+        nxt = i + 1
+        ok = (i >= 0) & (nxt < len(bs))
+        out[sel[ok]] = bs[nxt[ok]] - be[i[ok]]
+    return out
+
+
+def _finding(ctx: Context, dev: int, m: int, calls, row, blocked, bubble, nbytes, cls, gaps,  # type: ignore[no-untyped-def]
+             window: int, th: Mapping[str, Any]) -> Finding:
+    trace = ctx.trace
+    cost = np.minimum(blocked, bubble)
+    recoverable = int(cost.sum())
+    known = nbytes >= 0
+    total = int(nbytes[known].sum()) if known.any() else None
+    dirs = ", ".join(f"{int((cls == c).sum())} {copies.CLASS_LABEL[c]}" for c in range(4) if (cls == c).any())
+    where = f"device {dev}" if dev >= 0 else "device unknown"
+    what = (f"{len(calls)} copies through a synchronous API" if m == SYNC_API else
+            f"{len(calls)} async copies each followed by a synchronize call (largest gap "
+            f"{duration_text(int(gaps.max()))}, threshold {th['max_wait_gap_us']} us)")
+    msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "
+           f"the GPU idled {duration_text(int(bubble.sum()))} right after them")
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, window), message=msg,
+        recoverable_ns=recoverable,
+        estimate="per copy, the smaller of the host time blocked in the copy/sync calls (what a host-bound "
+                 "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed. "
+                 "Severity: share of the device's GPU window.",
+        fix="Keep per-step values on the GPU (accumulate losses/metrics as tensors, log every N steps); copy "
+            "with non_blocking=True into pinned memory and synchronize once, late; use cudaMemcpyAsync + an "
+            "event instead of cudaMemcpy.",
+        location=f"{where} {_MODE[m]}", evidence=_evidence(trace, calls, row, blocked, cost, nbytes),
+        values={"copies_count": int(len(calls)), "blocked_ns": int(blocked.sum()), "idle_after_ns": int(bubble.sum()),
+                "bytes": total, "window_ns": window})
+
+
+def _evidence(trace, calls, row, blocked, cost, nbytes) -> tuple[Evidence, ...]:  # type: ignore[no-untyped-def]
+    api = trace.api
+    cols = copies.api_sites(trace, calls)
+    out = []
+    for g in copies.site_groups(trace, row, cols):
+        i = g.index
+        nb = nbytes[i]
+        c = calls[i]
+        origin = f" from {g.where}" if g.ops else ""
+        out.append(Evidence(
+            what=f"{len(i)}x {g.name} via {trace.strings[int(api.name[c[0]])]}{origin}",
+            start_ns=int(api.start_ns[c].min()), end_ns=int(api.end_ns[c].max()), duration_ns=int(blocked[i].sum()),
+            count=len(i), bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source,
+            values={"blocked_ns": int(blocked[i].sum()), "recoverable_ns": int(cost[i].sum())}))
+    out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
+    return tuple(out[:MAX_EVIDENCE])
