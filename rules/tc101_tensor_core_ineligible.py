@@ -1,0 +1,111 @@
+"""TC101 tensor-core-ineligible: matmuls and convolutions that miss the device's tensor cores.
+
+What it finds
+    GEMM and convolution op groups (same op, shapes, dtype) on a GPU with tensor/matrix cores, for
+    two reasons, one finding per reason and device. (a) *fp32 off the fast path*: fp32 ops whose
+    kernels do not use TF32/XF32 tensor cores (kernel names tell: ``ampere_sgemm_*``, ``*simt*``,
+    ``scudnn``; ``tensorop_s1688``, ``tf32`` mean they do), on devices with a faster matrix path:
+    TF32 (NVIDIA compute capability >= 8.0, MI300), else bf16 (CDNA2), else fp16 (Volta, Turing:
+    fp16 tensor cores only, reached through AMP). (b) *misaligned shapes*: fp16/bf16/fp8/int8 ops
+    whose leading dimensions (GEMM K and N; convolution input and output channels) are not
+    multiples of ``align_bytes`` (8 elements at 2 bytes, 16 at 1 byte). Devices without matrix
+    units (Pascal, CPUs) and devices without a hardware spec are not judged: there is no faster
+    path to name, or no roof to measure it with.
+
+Why it matters
+    An A100 runs fp32 GEMMs at 19.5 TFLOP/s on CUDA cores and at 156 TFLOP/s with TF32; an MI300X
+    runs fp32 at 163 and bf16 at 1307 TFLOP/s. Misaligned leading dimensions force slower kernels
+    (unvectorized loads, padded tiles). TensorBoard's AMP rule only says "enable AMP" when no
+    kernel at all uses tensor cores; this rule names each op, its shapes and the time at stake.
+
+How to fix
+    (a) ``torch.backends.cuda.matmul.allow_tf32 = True`` / ``torch.set_float32_matmul_precision
+    ("high")`` and ``torch.backends.cudnn.allow_tf32 = True``; or ``torch.autocast("cuda",
+    dtype=torch.bfloat16)`` (fp16 + ``GradScaler`` on Volta/Turing). (b) Pad the dimensions to a
+    multiple of 8 (vocabulary size, hidden sizes, channels: pad a 3-channel image input to 4 or 8).
+
+Example
+    ``nn.Linear(4096, 2798)`` in fp32 on an A100 with TF32 off: ``aten::mm [4096x64] x [64x2798]``
+    runs ``ampere_sgemm_128x64_nn``; at the same fraction of the TF32 roof it would take an eighth
+    of the time.
+
+Thresholds
+    ``min_recoverable_us`` (100): a finding needs at least this much recoverable time in the
+    trace: below 0.1 ms a precision change is not worth its numerical risk. ``min_recoverable_pct``
+    (1.0): ... and at least 1 % of the device's GPU window (what severity is measured against): a
+    smaller share is within step-to-step noise. ``align_bytes`` (16): the alignment cuBLAS/cuDNN
+    tensor-core kernels want for leading dimensions (NVIDIA's Matrix Multiplication Performance
+    Guide: multiples of 8 fp16 / 16 int8 elements, i.e. 16 bytes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import tensor_cores as tc
+from traceclass.analysis.sites import duration_text, op_source_codes, source_label
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family="compute",
+                summary="fp32 or misaligned matmuls/convolutions that miss the GPU's tensor cores",
+                needs=("gpu", "shapes"))
+
+MAX_EVIDENCE = 50
+_REASON = {tc.FP32: "fp32 matmuls/convolutions off the tensor cores",
+           tc.MISALIGNED: "matmuls/convolutions with misaligned dimensions"}
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    if len(ctx.trace.gpu) == 0:
+        return  # CPU-only trace: no tensor cores to miss
+    windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
+    for (reason, dev), items in sorted(tc.candidates(ctx.trace, ctx.analysis, th["align_bytes"]).items()):
+        total = sum(i.recoverable_ns for i in items)
+        window = windows.get(dev, 0)
+        pct = 100.0 * total / window if window > 0 else 0.0
+        if total < th["min_recoverable_us"] * 1000 or pct < th["min_recoverable_pct"]:
+            continue
+        yield _finding(ctx, reason, dev, items, total, window, pct, th)
+
+
+def _finding(ctx: Context, reason: int, dev: int, items: list[tc.Candidate], total: int, window: int, pct: float,
+             th: Mapping[str, Any]) -> Finding:
+    items = sorted(items, key=lambda i: (-i.recoverable_ns, i.label))
+    time = sum(i.time_ns for i in items)
+    spec = ctx.analysis.devices[dev].spec
+    target = items[0].target
+    reps = np.array([i.member for i in items[:MAX_EVIDENCE]], dtype=np.int64)
+    sources = op_source_codes(ctx.trace, reps)
+    if reason == tc.FP32:
+        what = (f"{len(items)} fp32 op groups ran {duration_text(time)} off the tensor cores of "
+                f"{spec.label if spec else f'device {dev}'} (target precision {target})")
+        estimate = (f"per op group: its non-tensor-core time x (1 - lower bound at the {target} matrix roof / lower "
+                    f"bound at the fp32 roof), i.e. the same fraction of the roof on the faster path; bytes halve "
+                    f"for 16-bit targets. Severity: share of the device's GPU window.")
+        fix = {"tf32": "Enable TF32: torch.set_float32_matmul_precision('high') (or torch.backends.cuda.matmul."
+                       "allow_tf32 = True) and torch.backends.cudnn.allow_tf32 = True; or autocast to bf16.",
+               "bf16": "Autocast to bf16: with torch.autocast('cuda', dtype=torch.bfloat16): ...",
+               "fp16": "Use AMP: torch.autocast('cuda', dtype=torch.float16) with torch.cuda.amp.GradScaler "
+                       "(this GPU has fp16 tensor cores, no TF32/bf16)."}[target]
+    else:
+        what = (f"{len(items)} op groups ({duration_text(time)}) have leading dimensions that are not multiples of "
+                f"{th['align_bytes']} bytes")
+        estimate = ("per op group: its time minus the time it would take at the fraction of the roof that aligned "
+                    "ops of the same precision reach on this device in this trace (0 when there is none). "
+                    "Severity: share of the device's GPU window.")
+        fix = ("Pad the dimensions to multiples of 8 (fp16/bf16) or 16 (fp8/int8): vocabulary and hidden sizes, "
+               "head dims, channel counts (pad a 3-channel input to 4 or 8 channels, with channels_last).")
+    msg = (f"device {dev}: {what}; {duration_text(total)} recoverable, {pct:.1f}% of the {duration_text(window)} "
+           f"GPU window (threshold {th['min_recoverable_pct']}% and {th['min_recoverable_us']} us)")
+    evidence = tuple(Evidence(what=i.label, duration_ns=i.time_ns, count=i.count, ops=(i.name,), kernels=i.kernels,
+                              bytes=int(i.values["bytes"] * i.count) if i.values.get("bytes") else None,
+                              source=source_label(ctx.trace, int(s)), values=i.values)
+                     for i, s in zip(items[:MAX_EVIDENCE], sources))
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity_for(total, window), message=msg, recoverable_ns=total,
+        estimate=estimate, fix=fix, location=f"device {dev} {_REASON[reason]}", evidence=evidence,
+        values={"op_groups_count": len(items), "time_ns": time, "recoverable_ns": total, "window_ns": window,
+                "target_precision": target if reason == tc.FP32 else None,
+                "tensor_core_kernel_pct": tc.tensor_core_share(ctx.trace, ctx.analysis, dev)})
