@@ -1,0 +1,238 @@
+"""Small-kernel storm: many tiny kernels in a row, with the GPU idle more than busy between them.
+
+What it finds
+-------------
+Runs of consecutive kernels and memsets on one device (time order across streams) that each
+run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, with no idle stretch
+longer than ``max_gap_us`` between consecutive starts, in which the GPU is busy less than
+``max_busy_pct`` of the run's window (busy = union of all work on the device, copies and long
+kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
+graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
+launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
+and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
+``max_sequence_kernels_count`` kernels) as fusion candidates. Storms are grouped per device and
+user stage (innermost ``record_function``/NVTX range around the launches).
+
+CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
+thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
+*host-side op storm*, where per-op
+dispatch and the Python between ops are the whole cost.
+
+Why it matters
+--------------
+Each eager kernel launch costs the host ~5-20 us (Python, dispatcher, ``cudaLaunchKernel``).
+When kernels run shorter than that, the GPU waits for the host after every kernel: the step
+is launch-bound, and a faster GPU would not make it faster (XProf: "86 % of step is kernel
+launch, ops too small"; peers.md). On the host the same pattern is pure interpreter and
+dispatcher overhead.
+
+How to fix
+----------
+Capture the storm in a CUDA graph (``torch.cuda.graphs``, ``torch.compile(mode=
+"reduce-overhead")``), fuse the element-wise chain (``torch.compile``, a Triton kernel, fused
+or ``foreach`` optimizers), or give each kernel more work (larger batch, vectorise a Python
+loop over tensors into one op). The kernel sequences listed are the first fusion candidates.
+
+Example
+-------
+``for v in parts: acc = acc * 0.9 + v`` on 16-element tensors launches two 1.6 us kernels per
+iteration, 8 us apart: busy 20 %, 6.4 us launch-bound per pair. ``torch.stack(parts)`` and one
+weighted sum does the same work in three kernels. (sample_traces/torch_cpu_tiny_ops_loop.json.gz
+records this loop on CPU: 200 top-level ops per step, each under 10 us.)
+
+Thresholds
+----------
+* ``max_kernel_us`` = 10: TraceLens' short-kernel threshold (``short_kernels_summary``), about
+  the host cost of one eager launch.
+* ``max_busy_pct`` = 50: the GPU idles more than it works in the window; the utilisation
+  limit of ``nsys analyze gpu_time_util`` and of torch-tb-profiler's "GPU utilization" advice.
+* ``min_kernels_count`` = 8: long enough for a fusion candidate of 3-4 kernels (HTA's
+  ``min_pattern_len`` is 3) to occur twice; short enough for the per-layer element-wise tails
+  of eager decoders, 6-8 short kernels between two GEMMs (corpus b200_eager: runs of 8 at
+  7-8 % busy, 36 per step).
+* ``max_gap_us`` = 1000: idle between consecutive kernels of a storm is per-launch host cost,
+  up to ~0.4 ms per launch under the profiler in the corpus (p99 gap 0.39 ms in b200_eager,
+  0.29 ms in h100_qwen); a longer stretch is a host phase of its own (a sync, data loading),
+  which TC202 attributes, so it ends the run.
+* ``kernel_gap_floor_us`` = 2: the GPU-side gap that remains between kernels that were already
+  queued (graph replay, or a host running ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100,
+  A100, H100 and B200 in the corpus. Recoverable time keeps this much of every gap.
+* ``max_host_op_us`` = 10: CPU traces; PyTorch eager dispatch costs ~1-10 us per op
+  (``cpu_latency_floor_us``), so a shorter op is mostly dispatch.
+* ``max_host_gap_us`` = 10: CPU traces; between the ops of a Python loop of tiny ops the host
+  runs one or two statements: gaps p99 4.8 us in the tiny-op sample, 9.9 us in corpus
+  mixed_stack. A longer gap is Python work of its own (the per-sample Python of
+  sample_traces/torch_cpu_dataloader: p75 0.39 ms), not per-op overhead, so it ends the run.
+* ``host_op_floor_us`` = 1: the cheapest eager op in the tiny-op sample (``aten::add`` of 16
+  floats) takes 1.35 us; recoverable host time keeps 1 us per op of the storm.
+* ``min_sequence_kernels_count`` = 3, ``max_sequence_kernels_count`` = 8: n-gram lengths of the
+  fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a layer's element-wise tail
+  (norm, residual add, activation, casts) without listing whole layers.
+
+Severity: recoverable time against the wall time of the steady-state steps (the whole trace
+when it has no ``ProfilerStep``). Storms in warm-up steps, or launched outside any step, are
+counted apart and recover nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import gpu_gaps as gg
+from traceclass.model import GpuKind
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC201", name="small-kernel-storm", family="launch",
+                summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
+                needs=("gpu", "ops"))
+
+FIX = ("Capture the storm in a CUDA graph (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse the "
+       "listed kernel sequences (torch.compile, a Triton kernel, fused/foreach optimizers), or give each kernel more "
+       "work (larger batch, one vectorised op instead of a Python loop).")
+HOST_FIX = ("Replace the Python loop of tiny ops by one vectorised op on a larger tensor, or compile it "
+            "(torch.compile); batch the work so each op handles more elements.")
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    trace = ctx.trace
+    st = gg.steps(trace, ctx.analysis)
+    if (trace.gpu.kind != GpuKind.SYNC).any():
+        storms = _gpu_storms(ctx, th, st)
+    else:
+        storms = _host_storms(ctx, th, st)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for s in storms:
+        groups.setdefault(s["location"], []).append(s)
+    for location, group in groups.items():
+        f = _finding(ctx, th, st, location, group)
+        if f is not None:
+            yield f
+
+
+def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+    trace = ctx.trace
+    gpu, api, ops = trace.gpu, trace.api, trace.ops
+    step_of = gg.gpu_steps(trace, ctx.analysis, st)
+    floor = int(th["kernel_gap_floor_us"] * 1000)
+    out = []
+    for dev in gg.active_devices(trace):
+        gaps = gg.device_gaps(trace, dev)
+        for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
+                               int(th["min_kernels_count"])):
+            if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
+                continue
+            rows = run.rows
+            a = gpu.api[rows]
+            a = a[a >= 0]
+            stage = _stage(ctx, api.pid[a], api.tid[a], api.start_ns[a])
+            op_codes = ops.name[gpu.op[rows][gpu.op[rows] >= 0]] if len(ops) else np.zeros(0, np.int32)
+            out.append(dict(
+                location=f"gpu{dev}" + (f":{stage}" if stage else ""), device=dev, run=run,
+                step=int(step_of[rows[0]]), items=gpu.name[rows],
+                kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
+                recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
+                ops=gg.name_counts(trace, op_codes),
+                source=gg.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
+            ))
+    return out
+
+
+def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+    trace = ctx.trace
+    ops = trace.ops
+    floor = int(th["host_op_floor_us"] * 1000)
+    out = []
+    for run in gg.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
+                            int(th["min_kernels_count"])):
+        rows = run.rows
+        stage = _stage(ctx, ops.pid[rows], ops.tid[rows], ops.start_ns[rows])
+        out.append(dict(
+            location="host" + (f":{stage}" if stage else ""), device=-1, run=run,
+            step=int(st.at(ops.start_ns[rows[:1]])[0]), items=ops.name[rows], kernels=0, memsets=0,
+            recoverable=max(run.window_ns - len(rows) * floor, 0),
+            ops=gg.name_counts(trace, ops.name[rows]),
+            source=gg.common_source(trace, ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
+        ))
+    return out
+
+
+def _stage(ctx: Context, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> str:
+    rows = gg.stage_rows(ctx.trace, pid, tid, t)
+    named = gg.name_counts(ctx.trace, ctx.trace.annotations.name[rows[rows >= 0]])
+    return gg.short_label(named[0][0]) if named else ""
+
+
+def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
+             group: list[dict[str, Any]]) -> Finding | None:
+    trace = ctx.trace
+    for s in group:
+        s["steady"] = s["step"] >= 0 and not st.warmup[s["step"]]
+    steady = [s for s in group if s["steady"]]
+    if not steady:
+        return None
+    host = group[0]["device"] < 0
+    lo, hi = int(th["min_sequence_kernels_count"]), int(th["max_sequence_kernels_count"])
+    for s in group:
+        s["sequences"] = [([trace.strings[c] for c in gram], n) for gram, n in gg.top_sequences(s["items"], lo, hi)]
+    window = sum(s["run"].window_ns for s in steady)
+    busy = sum(s["run"].busy_ns for s in steady)
+    items = sum(len(s["run"].rows) for s in steady)
+    recoverable = sum(s["recoverable"] for s in steady)
+    n_steps = max(len(st.steady), 1)
+    seq = gg.top_sequences(np.concatenate([s["items"] for s in steady]), lo, hi)
+    seq_names = [([trace.strings[c] for c in gram], n) for gram, n in seq]
+    ops: dict[str, int] = {}
+    for s in steady:
+        for name, c in s["ops"]:
+            ops[name] = ops.get(name, 0) + c
+    ops_sorted = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
+    limit_us = th["max_host_op_us"] if host else th["max_kernel_us"]
+    candidate = f"; top fusion candidate {' -> '.join(seq_names[0][0])} x{seq_names[0][1]}" if seq_names else ""
+    where = location.split(":", 1)[1] if ":" in location else ""
+    if host:
+        message = (f"host-side op storm: {items} top-level ops shorter than {limit_us:g} us (threshold) back to back "
+                   f"in {len(steady)} run(s){' in ' + where if where else ''}, {gg.us(window)}: ops take "
+                   f"{gg.pct(busy, window)} % of it, the host between them {gg.pct(window - busy, window)} %; "
+                   f"dispatch overhead, no GPU in this trace{candidate}")
+    else:
+        message = (f"{items} kernels shorter than {limit_us:g} us (threshold) in {len(steady)} storm(s) on GPU "
+                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {gg.pct(busy, window)} % of their "
+                   f"{gg.us(window)} (threshold < {th['max_busy_pct']:g} %), {gg.us(window - busy)} launch-bound"
+                   f"{candidate}")
+    floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
+                  f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
+    estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
+                f"minus {floor_text}; severity against {gg.us(st.steady_ns)} of steady step time"
+                + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
+    warm = [s for s in group if not s["steady"]]
+    evidence = []
+    for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:50]:
+        run = s["run"]
+        label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
+        evidence.append(Evidence(
+            what=(f"{len(run.rows)} ops, {gg.pct(run.busy_ns, run.window_ns)} % in ops, {gg.us(run.idle_ns)} between them"
+                  if host else f"{len(run.rows)} kernels, GPU busy {gg.pct(run.busy_ns, run.window_ns)} %, "
+                  f"{gg.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
+            start_ns=run.start_ns, end_ns=run.end_ns, duration_ns=run.window_ns, count=len(run.rows),
+            ops=gg.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
+            source=s["source"],
+            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": gg.pct(run.busy_ns, run.window_ns),
+                    "idle_ns": run.idle_ns, "recoverable_ns": s["recoverable"], "kernels_count": s["kernels"],
+                    "memsets_count": s["memsets"], "ops_count": len(run.rows) if host else None,
+                    "step": st.names[s["step"]] if s["step"] >= 0 else None,
+                    "kernel_sequences": [{"kernels": g, "count": n} for g, n in s["sequences"]],
+                    "ops": dict(s["ops"][:20])},
+        ))
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, st.steady_ns),
+        message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
+        location=location, evidence=tuple(evidence),
+        values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
+                "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
+                "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": len(st.steady),
+                "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
+                "threshold_us": limit_us, "ops": dict(ops_sorted[:20]),
+                "kernel_sequences": [{"kernels": g, "count": n} for g, n in seq_names]},
+    )

@@ -1,0 +1,211 @@
+"""Host sync: the host waits for the GPU inside the step, and the GPU then waits for the host.
+
+What it finds
+-------------
+Every distinct synchronisation site inside steps, with how often it runs per step, how long the
+host waited, and the GPU idle time it caused. Sources:
+
+* CUDA/HIP calls that block the host: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/
+  ``cudaEventSynchronize`` (and their ``cu*``/``hip*`` forms), blocking ``cudaMemcpy``/
+  ``cudaMemset``, async copies from or to pageable memory (the driver runs them synchronously),
+  and any call that a GPU-side sync record (Kineto ``cuda_sync``, nsys ``SYNCHRONIZATION``)
+  marks as a wait; ``cudaEventQuery`` polling and ``cudaStreamWaitEvent`` do not block;
+* ``aten::item``/``aten::_local_scalar_dense`` (``.item()``, ``bool(tensor)``, ``if t:``): one
+  event each, holding the copy and the sync inside it; ``.item()`` of a CPU tensor has no
+  blocking call inside and is no sync;
+* the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
+  form one event of that op.
+
+Site = the op (or, without ops, the call) + the user source line when the trace has Python
+stacks, else the enclosing op chain (without ops, as in plain nsys exports: the call). Caused GPU idle of one wait, on its
+device: the idle gap that starts while the host waits (the GPU drained its queue during the
+wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
+counted whole; a gap is charged to one wait only. These are exactly TC202's ``host-sync`` gaps
+whose host window holds the wait (all lengths here, TC202 lists those >= its ``min_gap_us``). Gaps that start before the wait were not
+caused by it (TC202 attributes them); a wait at the end of the trace, after the last GPU work,
+causes nothing measurable. When the thread launches at most ``max_launches_per_sync_ratio``
+kernels per wait, the message names the sync-per-launch pattern: the host never queues work
+ahead of the GPU.
+
+Why it matters
+--------------
+A sync empties the GPU queue. Everything the host does after it (Python, the next launches) is
+then exposed as GPU idle time, and the GPU cannot overlap the host's work with its own. One
+``.item()`` per step in a loop of short kernels can cost more than the kernels themselves.
+
+How to fix
+----------
+Keep values on the GPU: no ``.item()``, ``.cpu()``, ``print(tensor)`` or ``if tensor:`` per
+iteration (accumulate on the GPU and read once every N steps); copy with
+``non_blocking=True`` into pinned memory and wait on an event only where the value is needed;
+replace ``cudaDeviceSynchronize`` by stream/event dependencies (``cudaStreamWaitEvent``); sync
+once per step at most.
+
+Example
+-------
+``if loss.item() > threshold:`` every step: ``aten::item`` runs a 1-byte DtoH copy and a
+``cudaStreamSynchronize``; the GPU goes idle when the copy ends and stays idle until the host
+has run the Python that launches the next kernel: 100 us per step in corpus
+cuda_event_sync.json.gz.
+
+Thresholds
+----------
+* ``max_launches_per_sync_ratio`` = 2: with two or fewer kernel launches per wait the GPU
+  queue never holds more than two kernels, so every launch's host latency is exposed; the
+  message then names the sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254
+  launches, 2,256 stream syncs).
+
+Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
+remains between already-queued kernels) against the wall time of the steady-state steps (the
+whole trace when it has no ``ProfilerStep``); ``info`` when the site caused no measurable idle.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis.source_lines import source_for_points
+from traceclass.model import ApiKind, GpuKind
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC203", name="host-sync", family="sync",
+                summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
+                needs=("gpu",))
+
+FIX = ("Keep values on the GPU: no .item()/.cpu()/print(tensor)/if tensor: per iteration (read once every N steps); "
+       "non_blocking=True copies into pinned memory with an event where the value is needed; stream/event "
+       "dependencies instead of device-wide synchronize; at most one sync per step.")
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    trace = ctx.trace
+    if not (trace.gpu.kind != GpuKind.SYNC).any():
+        return
+    ev = gg.sync_events(trace)
+    if len(ev) == 0:
+        return
+    st = gg.steps(trace, ctx.analysis)
+    step = st.at(ev.start_ns)
+    idle = np.zeros(len(ev), np.int64)
+    i0 = np.full(len(ev), -1, np.int64)
+    i1 = np.full(len(ev), -1, np.int64)
+    for dev in gg.active_devices(trace):
+        d_idle, d0, d1 = gg.caused_idle(ev, gg.device_gaps(trace, dev))
+        hit = d_idle > 0
+        idle[hit], i0[hit], i1[hit] = d_idle[hit], d0[hit], d1[hit]
+    sites = _sites(ctx, ev)
+    inside = np.flatnonzero(step >= 0)
+    for site in sorted(set(sites[inside].tolist())):
+        sel = inside[sites[inside] == site]
+        f = _finding(ctx, th, st, ev, site, sel, step[sel], idle, i0, i1)
+        if f is not None:
+            yield f
+
+
+def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
+    """Site label per event: op or call name, then the source line or the enclosing op chain."""
+    trace = ctx.trace
+    src = source_for_points(trace, ev.pid, ev.tid, ev.wait_ns) if len(trace.python) else [None] * len(ev)
+    chains: dict[int, str] = {}
+    out = []
+    for k in range(len(ev)):
+        op, a = int(ev.op[k]), int(ev.api[k])
+        if op >= 0:
+            label = trace.strings[trace.ops.name[op]]
+            parent = int(trace.ops.parent[op])
+            where = src[k] and f"at {src[k]}"
+            if not where and parent >= 0:
+                if parent not in chains:
+                    chains[parent] = gg.op_chain(trace, parent, 2)
+                where = f"in {chains[parent]}"
+        else:
+            label = trace.strings[trace.api.name[a]] if a >= 0 else ev.apis[k][0]
+            where = src[k] and f"at {src[k]}"
+        out.append(f"{label} {where}" if where else label)
+    return np.array(out, dtype=object)
+
+
+def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvents, site: str, sel: np.ndarray,
+             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> Finding | None:
+    trace = ctx.trace
+    steady = ~st.warmup[step]
+    if not steady.any():
+        return None
+    s_sel = sel[steady]
+    n_steps = max(len(st.steady), 1)
+    count = int(steady.sum())
+    wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
+    caused = int(idle[s_sel].sum())
+    recoverable = int(np.maximum(idle[s_sel] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
+    apis = Counter(a for k in s_sel.tolist() for a in ev.apis[k])
+    launches = _launches(ctx, st, ev, s_sel)
+    ratio = launches / count
+    pattern = ratio <= th["max_launches_per_sync_ratio"]
+    devices = sorted(set(ev.device[s_sel].tolist()))
+    per_step = count / n_steps
+    how_often = "in the trace (no steps)" if st.synthetic else f"in {n_steps} steady steps ({per_step:.4g} per step)"
+    message = (f"{site}: {count} host waits {how_often} blocked the host {gg.us(wait)} and left GPU "
+               f"{', '.join(str(d) for d in devices)} idle {gg.us(caused)} after them ({gg.pct(caused, st.steady_ns)} % "
+               f"of steady step time); calls: {', '.join(f'{a} x{c}' for a, c in apis.most_common(3))}")
+    if pattern:
+        message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
+                    f"sync-per-launch, the host never runs ahead of the GPU")
+    warm = sel[~steady]
+    per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": int((step == k).sum()),
+            "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
+    return Finding(
+        code=RULE.code, name=RULE.name,
+        severity=severity_for(recoverable, st.steady_ns) if recoverable > 0 else "info",
+        message=message, recoverable_ns=recoverable,
+        estimate=(f"GPU idle that starts during the waits of steady-state steps and ends after they return, minus "
+                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
+                  f"severity against {gg.us(st.steady_ns)} of steady step time; TC202 lists the same gaps as "
+                  f"host-sync gaps, do not add them up"),
+        fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
+        values={"syncs_count": count, "syncs_per_step": round(per_step, 3), "steady_steps_count": len(st.steady),
+                "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
+                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "apis": dict(apis),
+                "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
+                "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
+                "devices": devices, "per_step": per[:50]},
+    )
+
+
+def _launches(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray) -> int:
+    """Kernel and graph launches in steady steps on the threads of these waits."""
+    api = ctx.trace.api
+    launch = np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], dtype=np.int8))
+    threads = set(zip(ev.pid[sel].tolist(), ev.tid[sel].tolist()))
+    on = launch & np.array([k in threads for k in zip(api.pid.tolist(), api.tid.tolist())], dtype=bool) \
+        if len(threads) < 8 else launch
+    k = st.at(api.start_ns)
+    return int((on & (k >= 0) & ~st.warmup[np.maximum(k, 0)]).sum()) if len(st.warmup) else 0
+
+
+def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, step: np.ndarray,
+              steady: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> tuple[Evidence, ...]:
+    trace = ctx.trace
+    pick = np.lexsort((-idle[sel], ~steady))[:50]
+    rows = sel[pick]
+    src = source_for_points(trace, ev.pid[rows], ev.tid[rows], ev.wait_ns[rows]) if len(trace.python) \
+        else [None] * len(rows)
+    out = []
+    for j, k in enumerate(rows.tolist()):
+        s = int(step[pick[j]])
+        wait = int(ev.end_ns[k] - ev.wait_ns[k])
+        op = int(ev.op[k])
+        out.append(Evidence(
+            what=(f"{' + '.join(ev.apis[k]) or trace.strings[trace.ops.name[op]]} waited {gg.us(wait)}, "
+                  f"GPU idle {gg.us(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
+            start_ns=int(ev.start_ns[k]), end_ns=int(ev.end_ns[k]), duration_ns=int(ev.end_ns[k] - ev.start_ns[k]),
+            ops=(gg.op_chain(trace, op, 3),) if op >= 0 else (), source=src[j],
+            values={"host_wait_ns": wait, "gpu_idle_ns": int(idle[k]),
+                    "gpu_idle_start_ns": int(i0[k]) if i0[k] >= 0 else None,
+                    "gpu_idle_end_ns": int(i1[k]) if i1[k] >= 0 else None,
+                    "apis": list(ev.apis[k]), "device": int(ev.device[k]), "step": st.names[s]},
+        ))
+    return tuple(out)

@@ -1,0 +1,222 @@
+"""Low utilization: stretches of a step where the GPU is busy less than half the time.
+
+What it finds
+-------------
+Each steady-state step (``ProfilerStep`` wall range; without steps, the device's active window,
+first to last GPU work, as nsys does) is cut into ``chunks_per_step`` chunks of at least
+``min_chunk_us``; chunks whose GPU time utilisation (union of kernels, copies and memsets
+across streams, so it never exceeds 100 %) stays below ``max_util_pct`` are merged with their
+low neighbours into windows. One summary finding per device lists the windows and explains
+their idle time with the conditions the launch/sync rules look for:
+
+* idle by cause, from the same gap attribution as TC202 (all gap lengths):
+  ``launch-overhead`` -> TC202, ``host-sync`` -> TC203, ``data-loading`` -> TC202,
+  ``unknown``; idle before the device's first or after its last GPU work is ``no-gpu-work``;
+* the launch-overhead idle between two kernels shorter than ``short_kernel_us``: the
+  small-kernel storm pattern (TC201);
+* the host waits (TC203) that overlap the windows.
+
+The message names each rule with the idle it explains, largest first (TC202: launch-overhead
+and data-loading idle; TC203: host-sync idle; TC201: launch-overhead idle between two short
+kernels, which TC202 counts as well).
+
+Like ``nsys analyze gpu_time_util`` (30 chunks, < 50 %, consecutive low chunks merged), but per
+step and at microsecond scale: nsys cuts the whole capture into 30 chunks, which for a
+seconds-long capture hides every launch-scale pattern, and it adds concurrent kernels up
+(utilisation above 100 %).
+
+Why it matters
+--------------
+Low utilisation is the symptom most users see first (``nvidia-smi``, torch-tb-profiler's
+"GPU utilization" < 50 % advice). It says that time is lost, not why; this finding says where
+in the step it is lost and which rule explains it.
+
+How to fix
+----------
+Follow the rule the message points to: TC201 (capture or fuse small kernels), TC202 (launch
+overhead, data loading), TC203 (remove host syncs). Bigger batches raise utilisation when the
+idle is per-launch overhead.
+
+Example
+-------
+A decode step of 47 ms whose first 1.2 ms prepares masks and rotary tables in Python: three
+chunks at 17 % busy form one window; its idle splits into launch-overhead and host-sync (an
+``aten::item`` in the mask code), with 13 of its 19 kernels under 10 us.
+
+Thresholds
+----------
+* ``max_util_pct`` = 50: ``nsys analyze gpu_time_util``'s limit and torch-tb-profiler's "GPU
+  utilization < 50 %" recommendation.
+* ``chunks_per_step`` = 30: ``gpu_time_util``'s default chunk count, applied per step.
+* ``min_chunk_us`` = 100: a chunk must hold about ten launches (10 x TraceLens' 10 us
+  short-kernel limit) for its utilisation to mean more than "inside a kernel or not"; short
+  steps get fewer chunks.
+* ``short_kernel_us`` = 10: TraceLens' short-kernel threshold, as TC201's ``max_kernel_us``
+  (keep the two equal when overriding).
+
+The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Severity: idle time inside
+the windows of steady-state steps against their wall time (the device's active window without
+steps).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass import timeline as tl
+from traceclass.analysis import gpu_gaps as gg
+from traceclass.model import GpuKind
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
+                summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
+                needs=("gpu",))
+
+NO_WORK = "no-gpu-work"
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    trace = ctx.trace
+    if not (trace.gpu.kind != GpuKind.SYNC).any():
+        return
+    st = gg.steps(trace, ctx.analysis)
+    ev = gg.sync_events(trace)
+    host = gg.host_view(trace, ev)
+    for dev in gg.active_devices(trace):
+        gaps = gg.device_gaps(trace, dev)
+        causes = gg.gap_causes(trace, gaps, host)
+        windows = _windows(th, st, gaps)
+        if not any(w["steady"] for w in windows):
+            continue
+        for w in windows:
+            _explain(ctx, th, w, gaps, causes, ev)
+        yield _finding(th, st, dev, windows, _analysed_ns(st, gaps))
+
+
+def _analysed_ns(st: gg.Steps, gaps: gg.Gaps) -> int:
+    if st.synthetic:
+        return int(gaps.busy[1][-1] - gaps.busy[0][0])
+    return st.steady_ns
+
+
+def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps) -> list[dict[str, Any]]:
+    busy = gaps.busy
+    out = []
+    for k in range(len(st.names)):
+        if st.synthetic:
+            w0, w1 = int(busy[0][0]), int(busy[1][-1])
+        else:
+            w0, w1 = int(st.start_ns[k]), int(st.end_ns[k])
+        if w1 <= w0:
+            continue
+        chunk = max(int(th["min_chunk_us"] * 1000), -(-(w1 - w0) // int(th["chunks_per_step"])))
+        edges = np.r_[np.arange(w0, w1, chunk, dtype=np.int64), w1]
+        lo, hi = edges[:-1], edges[1:]
+        b = tl.overlap_each(lo, hi, busy)
+        low = b * 100 < th["max_util_pct"] * (hi - lo)
+        first = np.flatnonzero(low & np.r_[True, ~low[:-1]])
+        last = np.flatnonzero(low & np.r_[~low[1:], True])
+        cum = np.r_[0, np.cumsum(b)]
+        for a, z in zip(first.tolist(), last.tolist()):
+            out.append({"start": int(lo[a]), "end": int(hi[z]), "busy": int(cum[z + 1] - cum[a]), "step": k,
+                        "steady": not bool(st.warmup[k]), "chunk": chunk, "chunks": z - a + 1})
+    return out
+
+
+def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Gaps, causes: gg.GapCauses,
+             ev: gg.SyncEvents) -> None:
+    trace = ctx.trace
+    gpu = trace.gpu
+    s, e = w["start"], w["end"]
+    lo = int(np.searchsorted(gaps.end_ns, s, side="right"))
+    hi = int(np.searchsorted(gaps.start_ns, e, side="left"))
+    clipped = np.minimum(gaps.end_ns[lo:hi], e) - np.maximum(gaps.start_ns[lo:hi], s)
+    clipped = np.maximum(clipped, 0)
+    by_cause = np.bincount(causes.cause[lo:hi], weights=clipped.astype(np.float64),
+                           minlength=len(gg.CAUSES)).astype(np.int64)
+    idle = (e - s) - w["busy"]
+    outside = idle - int(by_cause.sum())  # before the device's first / after its last GPU work
+    limit = th["short_kernel_us"] * 1000
+
+    def is_short(r: np.ndarray) -> np.ndarray:
+        small = ((gpu.kind[r] == GpuKind.KERNEL) | (gpu.kind[r] == GpuKind.MEMSET)) & ~gpu.graph[r]
+        return small & ((gpu.end_ns[r] - gpu.start_ns[r]) < limit)
+
+    launch = causes.cause[lo:hi] == gg.LAUNCH_OVERHEAD
+    between_short = int(clipped[launch & is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])].sum())
+    rows = gg.device_rows(trace, gaps.device)
+    rows = rows[(gpu.start_ns[rows] >= s) & (gpu.start_ns[rows] < e)]
+    kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
+    short = kern[is_short(kern)]
+    waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
+    w.update(idle=idle, by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
+             between_short=between_short, kernels=len(kern), short=len(short),
+             waits=Counter(a for k in waits.tolist() for a in (ev.apis[k] or ("wait",))),
+             top=tuple(n for n, _ in gg.name_counts(trace, gpu.name[kern])[:3]))
+
+
+def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, int]:
+    """Idle each launch/sync rule explains, largest first (the same time can serve two rules:
+    launch-overhead idle between two short kernels is TC201's and TC202's)."""
+    out = {"TC202": idle_by_cause["launch-overhead"] + idle_by_cause["data-loading"],
+           "TC203": idle_by_cause["host-sync"], "TC201": between_short}
+    return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
+
+
+def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[str, Any]], analysed: int) -> Finding:
+    steady = [w for w in windows if w["steady"]]
+    warm = [w for w in windows if not w["steady"]]
+    length = sum(w["end"] - w["start"] for w in steady)
+    busy = sum(w["busy"] for w in steady)
+    idle = length - busy
+    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*gg.CAUSES, NO_WORK)}
+    between_short = sum(w["between_short"] for w in steady)
+    kernels = sum(w["kernels"] for w in steady)
+    short = sum(w["short"] for w in steady)
+    waits: Counter[str] = Counter()
+    for w in steady:
+        waits.update(w["waits"])
+    explained = _explained(by_cause, between_short)
+    parts = ", ".join(f"{c} {gg.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
+    where = "the GPU's active window (no steps)" if st.synthetic else f"{len(st.steady)} steady steps"
+    message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {len(steady)} window(s) of {where}: "
+               f"{gg.us(length)}, {gg.pct(length, analysed)} % of the analysed time, {gg.pct(busy, length)} % busy "
+               f"inside; its {gg.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
+               f"{th['short_kernel_us']:g} us, {gg.pct(between_short, idle)} % of the idle is launch overhead between two of them"
+               + (f"; {sum(waits.values())} host waits" if waits else "")
+               + (" -> see " + ", ".join(f"{k} ({gg.us(v)})" for k, v in explained.items()) if explained else ""))
+    evidence = []
+    for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
+        n = w["end"] - w["start"]
+        causes = ", ".join(f"{c} {gg.pct(ns, w['idle'])} %" for c, ns in
+                           sorted(w["by_cause"].items(), key=lambda kv: -kv[1]) if ns > 0)
+        evidence.append(Evidence(
+            what=(f"{gg.us(n)} at {gg.pct(w['busy'], n)} % busy ({w['chunks']} chunk(s) of {gg.us(w['chunk'])}), "
+                  f"idle by cause: {causes or 'none'}; {w['short']}/{w['kernels']} kernels < "
+                  f"{th['short_kernel_us']:g} us" + (f"; waits: {', '.join(w['waits'])}" if w["waits"] else "")
+                  + ("" if w["steady"] else " (warm-up step)")),
+            start_ns=w["start"], end_ns=w["end"], duration_ns=n, count=w["kernels"], kernels=w["top"],
+            values={"busy_ns": w["busy"], "util_pct": gg.pct(w["busy"], n), "idle_ns": w["idle"],
+                    "idle_by_cause_ns": w["by_cause"], "kernels_count": w["kernels"],
+                    "short_kernels_count": w["short"], "waits": dict(w["waits"]), "chunk_ns": w["chunk"],
+                    "idle_between_short_kernels_ns": w["between_short"], "step": st.names[w["step"]],
+                    "explained_by_ns": _explained(w["by_cause"], w["between_short"])},
+        ))
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity_for(idle, analysed), message=message, recoverable_ns=idle,
+        estimate=("upper bound: all idle time inside the low-utilisation windows of steady-state steps (what a fully "
+                  "fed GPU would save there); TC201, TC202 and TC203 split the same time by cause, do not add them "
+                  f"up; severity against {gg.us(analysed)} of analysed time"),
+        fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
+             "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
+        location=f"gpu{dev}", evidence=tuple(evidence),
+        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, analysed),
+                "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
+                "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
+                "host_waits": dict(waits),
+                "explained_by_ns": explained, "analysed_ns": analysed, "warmup_windows_count": len(warm),
+                "warmup_idle_ns": sum(w["idle"] for w in warm), "threshold_pct": th["max_util_pct"]},
+    )
