@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BASELINE, CANDIDATE, run_of
+from compare_helpers import BASELINE, CANDIDATE, run_of, stretched  # noqa: F401 (fixture)
 
 from traceclass.cli import main
 from traceclass.compare import noise

@@ -1,4 +1,4 @@
-"""Fixtures for the comparison tests: the sample diff pair, a stretched copy, cached runs."""
+"""Helpers for the comparison tests: the sample diff pair, a stretched copy, cached runs."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def stretch_trace(src: Path, dst: Path, factor: float) -> Path:
 
 @pytest.fixture(scope="session")
 def stretched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The baseline sample with every duration stretched by 30%."""
     return stretch_trace(BASELINE, tmp_path_factory.mktemp("stretch") / "stretched_1.3.json.gz", 1.3)
 
 
