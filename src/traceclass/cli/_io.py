@@ -23,6 +23,10 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     except OSError as exc:
         raise TraceclassError(f"{p}: cannot write ({exc.strerror or exc})") from None
     try:
+        # mkstemp makes the file 0600; a report should get the permissions any new file gets
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
