@@ -112,3 +112,14 @@ def test_min_two_sided_p_decides_the_test():
     assert noise._min_two_sided_p(3, 3) == pytest.approx(0.1)
     assert noise._min_two_sided_p(4, 4) == pytest.approx(2 / 70)
     assert noise._min_two_sided_p(3, 5) < noise.ALPHA < noise._min_two_sided_p(3, 4)
+
+
+def test_shares_are_judged_in_points():
+    # one value per run: busy 91.9% -> 99.0% and idle 8.1% -> 1.0% are the same 7.1-point move
+    busy = noise.judge([], [], 91.9, 99.0, time_like=False, points=True)
+    idle = noise.judge([], [], 8.1, 1.0, time_like=False, points=True)
+    assert busy.label == idle.label == noise.WITHIN  # under the 10-point single-sample threshold
+    assert busy.reason == "one value per run: noise unknown"
+    assert noise.judge([], [], 60.0, 75.0, time_like=False, points=True).label == noise.HIGHER
+    # relative judgement of the same idle share would call an 88% drop
+    assert noise.judge([], [], 8.1, 1.0, time_like=False).label == noise.LOWER

@@ -61,6 +61,7 @@ def run_save(args: argparse.Namespace) -> int:
     git = baseline["git"]
     commit = (git["commit"][:12] + (" (dirty)" if git.get("dirty") else "")) if git.get("commit") else "no git commit"
     p50 = m["step_p50_ns"]
-    step = f"step P50 {p50 / 1e6:.3f} ms over {m['steady_steps']} steady steps" if p50 is not None else "no steps"
+    n = m["steady_steps"]
+    step = f"step P50 {p50 / 1e6:.3f} ms over {n} steady step{'s' if n != 1 else ''}" if p50 is not None else "no steps"
     print(f"traceclass: baseline written to {args.output} ({step}; {commit})", file=sys.stderr)
     return 0

@@ -69,8 +69,9 @@ class Delta:
 
 def make_delta(b_samples: Sequence[float], c_samples: Sequence[float], b: float | None, c: float | None,
                unit: str) -> Delta:
-    """Times (unit ``ns``) are labelled faster/slower, other quantities higher/lower."""
-    return Delta(b, c, unit, noise.judge(b_samples, c_samples, b, c, time_like=unit == "ns"))
+    """Times (unit ``ns``) are labelled faster/slower, other quantities higher/lower; shares
+    (unit ``pct``) are judged in percentage points."""
+    return Delta(b, c, unit, noise.judge(b_samples, c_samples, b, c, time_like=unit == "ns", points=unit == "pct"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -191,7 +191,7 @@ def _busy_row(b: Run, c: Run, points: float, step_row: CheckRow | None) -> Check
     if xb is None or xc is None:
         return CheckRow("GPU busy share", "", None, None, "pct", limit, NOT_APPLICABLE, None,
                         "no per-step GPU busy time")
-    call = noise.judge(xb[1], xc[1], xb[0], xc[0], time_like=False)
+    call = noise.judge(xb[1], xc[1], xb[0], xc[0], time_like=False, points=True)
     drop = xb[0] - xc[0]
     significant = not call.noise_known or (call.p_value is not None and call.p_value < noise.ALPHA)
     faster = step_row is not None and step_row.noise is not None and step_row.noise.label == noise.FASTER

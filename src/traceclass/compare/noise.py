@@ -20,7 +20,9 @@ The rule (``RULE`` is its one-line statement, printed in every output):
 3. **Fallback** (a run has a single sample, e.g. a trace of one step): the spread is unknown;
    the delta counts as a change only when ``|delta| >= SINGLE_SAMPLE_PCT`` of the baseline
    (an assumption about run-to-run noise on one machine, stated as such), and the result says
-   "single sample: noise unknown".
+   "single sample: noise unknown" ("one value per run" for figures with no samples at all).
+
+For shares in percent (GPU busy share), both size thresholds are percentage points.
 
 Labels: times get ``faster`` / ``slower`` / ``within noise``; other quantities (shares,
 bytes) ``higher`` / ``lower`` / ``within noise`` (whether higher is better depends on the metric).
@@ -52,7 +54,7 @@ RULE = (
     f"p < {ALPHA:g} ({CONFIDENCE_PCT}% confidence; exact up to {EXACT_MAX_N} samples), and "
     f"|Δ| ≥ {MIN_EFFECT_PCT:g}% of the baseline; Welch's t-test when the samples are too few for "
     f"Mann-Whitney to reach p < {ALPHA:g}; with a single sample in a run the noise is unknown and "
-    f"|Δ| ≥ {SINGLE_SAMPLE_PCT:g}% counts as a change"
+    f"|Δ| ≥ {SINGLE_SAMPLE_PCT:g}% counts as a change (for shares: percentage points instead of %)"
 )
 
 
@@ -77,6 +79,7 @@ def judge(
     baseline_value: float | None,
     candidate_value: float | None,
     time_like: bool = True,
+    points: bool = False,
 ) -> NoiseCall:
     """Label the change ``baseline_value -> candidate_value`` using the spread of the samples.
 
@@ -93,10 +96,14 @@ def judge(
     direction = up if delta > 0 else down
     if delta == 0:
         return NoiseCall(WITHIN, NO_TEST, None, nb, nc, nb >= 2 and nc >= 2, "no change")
-    rel = abs(delta) / abs(baseline_value) * 100.0 if baseline_value else math.inf
+    if points:
+        rel = abs(delta)
+    else:
+        rel = abs(delta) / abs(baseline_value) * 100.0 if baseline_value else math.inf
     if nb < 2 or nc < 2:
         label = direction if rel >= SINGLE_SAMPLE_PCT else WITHIN
-        return NoiseCall(label, NO_TEST, None, nb, nc, False, "single sample: noise unknown")
+        why = "one value per run: noise unknown" if nb == 0 and nc == 0 else "single sample: noise unknown"
+        return NoiseCall(label, NO_TEST, None, nb, nc, False, why)
     if _min_two_sided_p(nb, nc) <= ALPHA:
         test, p = MANN_WHITNEY, mann_whitney_p(b, c)
     else:

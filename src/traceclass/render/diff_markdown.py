@@ -72,7 +72,7 @@ def test_text(d: Mapping[str, Any]) -> str:
     if not n["noise_known"]:
         if n["reason"] == "single sample: noise unknown":
             return f"noise unknown ({n['n_baseline']} vs {n['n_candidate']} samples)"
-        return n["reason"]
+        return n["reason"]  # "one value per run: noise unknown", "not measured in both runs"
     if n["test"] == "none":
         return f"{n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
     return f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
@@ -104,6 +104,9 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         for k, c in enumerate(callouts):
             if k:
                 s.append(("text", "; "))
+            if c["topic"] == "workload":  # our own figures, not names
+                s.append(("text", f"few op groups in common (baseline: {c['baseline']}; candidate: {c['candidate']})"))
+                continue
             s += [("text", f"{c['what']} differs ("), ("name", c["baseline"]), ("text", " vs "),
                   ("name", c["candidate"]), ("text", ")")]
         s.append(("text", "."))
@@ -235,14 +238,15 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
     L += ["## Runs", ""]
     rows = [
         ["file", code(b["file"]), code(c["file"])],
-        ["format", code(f"{b['producer']} ({b['format']})"), code(f"{c['producer']} ({c['format']})")],
+        ["producer / format", f"{code(b['producer'])} / {code(b['format'])}", f"{code(c['producer'])} / {code(c['format'])}"],
         ["steady steps (warm-up)", f"{b['steps']} ({b['warmup_steps']})", f"{c['steps']} ({c['warmup_steps']})"],
         ["GPU", ", ".join(code(g) for g in b["gpus"]) or "none", ", ".join(code(g) for g in c["gpus"]) or "none"],
         ["recorded", _when(b["recorded_at_epoch_ns"]), _when(c["recorded_at_epoch_ns"])],
     ]
     L += _table(["", "baseline", "candidate"], ["l", "l", "l"], rows) + [""]
     if d.get("callouts"):
-        crow = [[c_["topic"], c_["what"], code(c_["baseline"]), code(c_["candidate"]), c_["consequence"]]
+        crow = [[c_["topic"], c_["what"]] + ([c_["baseline"], c_["candidate"]] if c_["topic"] == "workload"
+                                             else [code(c_["baseline"]), code(c_["candidate"])]) + [c_["consequence"]]
                 for c_ in d["callouts"]]
         L += ["Setup differences:", ""]
         L += _table(["topic", "what", "baseline", "candidate", "why it matters"], ["l"] * 5, crow) + [""]
@@ -357,6 +361,9 @@ def _check_delta(r: Mapping[str, Any]) -> str:
     return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({_signed_pct(r.get('delta_pct'))})"
 
 
+MAX_QUIET_STAGES = 10  # stage rows that pass, shown in the check summary (failing rows always are)
+
+
 def render_check_markdown(d: Mapping[str, Any]) -> str:
     """Short summary for a CI log or a pull-request comment."""
     rows = d["rows"]
@@ -375,24 +382,32 @@ def render_check_markdown(d: Mapping[str, Any]) -> str:
         parts = [f"{c['what']} {code(c['baseline'])} vs {code(c['candidate'])}" for c in d["callouts"]]
         L += ["**Setup differs, so the gate does not isolate one change:** " + "; ".join(parts) + ".", ""]
     metric_rows = [r for r in rows if r["metric"] != "budget"]
+    quiet_stages = [r for r in metric_rows if r["metric"] == "stage P50" and r["status"] in ("ok", "n/a")]
+    hidden = {id(r) for r in quiet_stages[MAX_QUIET_STAGES:]}
     table = []
     for r in metric_rows:
         if r["status"] == "n/a" and r["metric"] == "stage P50" and r["note"] in ("not in the candidate",
                                                                                "new in the candidate"):
             continue  # listed below
+        if id(r) in hidden:
+            continue
         name = r["metric"] + (f" {code(r['name'])}" if r["name"] else "")
         noise_txt = ""
         if r.get("noise"):
             n = r["noise"]
             if n["noise_known"] and n["test"] != "none":
                 noise_txt = f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']}"
-            elif not n["noise_known"]:
+            elif not n["noise_known"] and "noise unknown" not in (r.get("note") or ""):
                 noise_txt = "noise unknown"
         note = "; ".join(x for x in (noise_txt, r.get("note") or "") if x)
         table.append([name, value(r["baseline"], r["unit"]), value(r["candidate"], r["unit"]), _check_delta(r),
                       r["limit"], _STATUS.get(r["status"], r["status"]), clean(note, 160) if note else ""])
     L += _table(["metric", "baseline", "candidate", "Δ", "limit", "result", "note"],
                 ["l", "r", "r", "r", "l", "l", "l"], table) + [""]
+    shown_hidden = [r for r in quiet_stages[MAX_QUIET_STAGES:] if r["note"] not in ("not in the candidate",
+                                                                                   "new in the candidate")]
+    if shown_hidden:
+        L += [f"{len(shown_hidden)} more stages within their threshold (all rows: `--format json`).", ""]
     gone = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "not in the candidate"]
     new = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "new in the candidate"]
     if gone:
