@@ -35,6 +35,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--source-root", metavar="DIR", action="append", default=[],
+                   help="where the profiled program's source files are (repeatable): sampled profiles "
+                        "read the calling line to tell a blocking call (sleep, lock, recv) from compute")
     p.set_defaults(func=run)
 
 
@@ -50,7 +53,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def load_and_report(path: str, cfg: Config):  # type: ignore[no-untyped-def]
+def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = None):  # type: ignore[no-untyped-def]
     """Load, analyze, run rules: (trace, analysis, report)."""
     from traceclass.engine import run
     from traceclass.ingest import load
@@ -58,6 +61,10 @@ def load_and_report(path: str, cfg: Config):  # type: ignore[no-untyped-def]
     bar = ProgressBar(path)
     try:
         trace = load(path, progress=bar)
+        if source_roots and len(trace.samples):
+            from traceclass.ingest.sourcelines import attach_source_lines
+
+            trace = attach_source_lines(trace, source_roots)
         bar("analyzing", 0, 1)
         analysis, report = run(trace, cfg)
     finally:
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         fmt = "json" if (args.output or "").lower().endswith(".json") else "md"
     if args.issue and fmt == "json":
         raise ConfigError("--issue produces markdown; drop --format json")
-    trace, analysis, report = load_and_report(args.trace, cfg)
+    trace, analysis, report = load_and_report(args.trace, cfg, args.source_root)
     if fmt == "json":
         from traceclass.render.json_report import render as render_json
 

@@ -41,7 +41,8 @@ def render(report: Report, top_n: int = 15) -> str:
         parts.append(_kernels(report, top_n))
     if report.cpu_profile is not None:
         parts.append(_cpu(report, top_n))
-    parts.append(_hardware(report))
+    if report.devices or any(o.flops is not None for o in report.ops):
+        parts.append(_hardware(report))
     if report.notes or report.rule_errors:
         parts.append(_notes(report))
     parts.append(_definitions(report))
@@ -50,13 +51,13 @@ def render(report: Report, top_n: int = 15) -> str:
 
 def _header(r: Report) -> str:
     s = r.source
-    bits = [s.producer or s.format]
-    if s.format_version:
-        bits.append(f"format {text(s.format_version, 40)}")
+    bits = [code(s.producer or s.format, 60)]
+    if s.format_version and s.format_version not in (s.producer or ""):
+        bits.append(f"format {code(s.format_version, 40)}")
     bits.append(f"{units.size(s.size_bytes)} read")
     if s.duration_ns:
         bits.append(f"{units.duration(s.duration_ns)} recorded")
-    return f"# traceclass report: {code(s.file, 120)}\n\n" + text(", ".join(bits), 300) + \
+    return f"# traceclass report: {code(s.file, 120)}\n\n" + ", ".join(bits) + \
         f"; traceclass {text(r.traceclass_version, 20)}."
 
 
