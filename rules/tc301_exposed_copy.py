@@ -77,7 +77,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             union = copies.exposed_union_ns(trace, r)
             window = windows.get(dev, 0)
             pct = 100.0 * union / window if window > 0 else 0.0
-            if union < th["min_exposed_us"] * 1000 or pct < th["min_exposed_pct"]:
+            if union <= 0 or union < th["min_exposed_us"] * 1000 or pct < th["min_exposed_pct"]:
                 continue
             yield _finding(ctx, dev, c, r, ex, union, window, pct, th)
 

@@ -111,7 +111,7 @@ def _finding(ctx: Context, kind: int, dev: int, group: list[LayoutSite], total: 
                               values=_values(s)) for s in group[:MAX_EVIDENCE])
     return Finding(
         code=RULE.code, name=RULE.name, severity=severity_for(total, analysed), message=msg, recoverable_ns=total,
-        estimate=f"all of the layout work's time, {time_basis}; an upper bound: removing a copy saves it, but "
+        estimate=f"the layout work's full time ({time_basis}); an upper bound: removing a copy saves it, but "
                  f"the consumer may read a strided input somewhat slower. Severity: share of the {basis}.",
         fix=_FIX[kind], location=f"{where} {_KIND[kind]}", evidence=evidence,
         values={"sites_count": len(group), "calls_count": count, "time_ns": total, "analysed_ns": analysed,
