@@ -31,6 +31,7 @@ bytes) ``higher`` / ``lower`` / ``within noise`` (whether higher is better depen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Sequence
 
@@ -164,15 +165,31 @@ def mann_whitney_p(x: Sequence[float], y: Sequence[float]) -> float:
     return min(1.0, math.erfc(z / math.sqrt(2.0)))
 
 
-def _exact_rank_sum_p(ranks2: np.ndarray, n1: int, w2: int, mean2: int) -> float:
-    """P(|W - E W| >= |w - E W|) over all C(n, n1) equally likely splits (counts as float)."""
-    total = int(ranks2.sum())
+@functools.lru_cache(maxsize=256)
+def _rank_sum_distribution(ranks2: tuple[int, ...], n1: int) -> np.ndarray:
+    """Number of ``n1``-subsets of ``ranks2`` per (doubled) rank sum, as float counts.
+
+    Cached: tie patterns repeat (an op group absent from a run is 0 in each of its steps)."""
+    total = sum(ranks2)
     dp = np.zeros((n1 + 1, total + 1), dtype=np.float64)  # dp[k, s]: subsets of size k summing to s
     dp[0, 0] = 1.0
-    for r in ranks2.tolist():
+    for r in ranks2:
         dp[1:, r:] = dp[1:, r:] + dp[:-1, : total + 1 - r]
-    dist = dp[n1]
-    sums = np.arange(total + 1)
+    return dp[n1]
+
+
+@functools.lru_cache(maxsize=256)
+def _untied_distribution(n1: int, n: int) -> np.ndarray:
+    """The distribution without ties depends only on the sample sizes: computed once per pair."""
+    return _rank_sum_distribution(tuple(range(2, 2 * n + 1, 2)), n1)
+
+
+def _exact_rank_sum_p(ranks2: np.ndarray, n1: int, w2: int, mean2: int) -> float:
+    """P(|W - E W| >= |w - E W|) over all C(n, n1) equally likely splits."""
+    n = len(ranks2)
+    tied = len(np.unique(ranks2)) < n
+    dist = _rank_sum_distribution(tuple(sorted(ranks2.tolist())), n1) if tied else _untied_distribution(n1, n)
+    sums = np.arange(len(dist))
     extreme = np.abs(sums - mean2) >= abs(w2 - mean2)
     return float(min(1.0, dist[extreme].sum() / dist.sum()))
 
