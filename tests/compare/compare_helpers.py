@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,16 @@ def run_of(path: Path):  # type: ignore[no-untyped-def]
     if key not in _RUNS:
         _RUNS[key] = run_from_report(run(load(path))[1])
     return _RUNS[key]
+
+
+def assert_tables_intact(md: str) -> None:
+    """Every row of every markdown table has as many cells as its header."""
+    header_cells = None
+    for line in md.splitlines():
+        if not line.startswith("|"):
+            header_cells = None
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line)) - 1
+        if header_cells is None:
+            header_cells = cells
+        assert cells == header_cells, line

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from compare_helpers import BASELINE, CANDIDATE, run_of, stretched  # noqa: F401 (fixture)
+from compare_helpers import BASELINE, CANDIDATE, assert_tables_intact, run_of, stretched  # noqa: F401 (fixture)
 
 from traceclass.cli import main
 from traceclass.compare import gate
@@ -91,6 +91,7 @@ def test_check_stretched_trace_fails(baseline_file, stretched, capsys):
     assert out.startswith("## traceclass check: FAIL")
     assert "| step P50 | 9.6 ms | 12.5 ms | +2.88 ms (+30.0%) | +5% (step_p50_pct) | **REGRESSED** | MW p = 0.008 |" in out
     assert "Exit code 1." in out
+    assert_tables_intact(out)
 
 
 def test_check_json_output(baseline_file, stretched, tmp_path, capsys):

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from compare_helpers import BASELINE, run_of
+from compare_helpers import BASELINE, assert_tables_intact, run_of
 from conftest import corpus
 from kineto_builder import KinetoBuilder
 
@@ -170,14 +170,8 @@ def test_hostile_names_stay_inside_their_cells(tmp_path):
     assert_tables_intact(md)
 
 
-def assert_tables_intact(md: str) -> None:
-    """Every row of every markdown table has as many cells as its header."""
-    header_cells = None
-    for line in md.splitlines():
-        if not line.startswith("|"):
-            header_cells = None
-            continue
-        cells = len(re.findall(r"(?<!\\)\|", line)) - 1
-        if header_cells is None:
-            header_cells = cells
-        assert cells == header_cells, line
+
+def test_table_check_catches_a_split_cell():
+    assert_tables_intact("| a | b |\n| --- | --- |\n| `x\\|y` | z |\n")
+    with pytest.raises(AssertionError):
+        assert_tables_intact("| a | b |\n| --- | --- |\n| `x|y` | z |\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from compare_helpers import BASELINE, CANDIDATE, run_of, stretched  # noqa: F401 (fixture)
+from compare_helpers import BASELINE, CANDIDATE, assert_tables_intact, run_of, stretched  # noqa: F401 (fixture)
 
 from traceclass.cli import main
 from traceclass.compare import noise
@@ -82,6 +82,7 @@ def test_verdict_text_names_the_copy_and_states_the_test(pair_diff):
     assert lines[0].startswith("# traceclass diff:")
     assert lines[2] == "## Verdict" and lines[4].startswith("Candidate is 49% faster per step")
     assert "Mann-Whitney U" in md and "95% confidence" in md
+    assert_tables_intact(md)
 
 
 def test_memory_peak_drops_with_the_copy(pair_diff):
