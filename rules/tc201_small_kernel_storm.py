@@ -4,7 +4,8 @@ What it finds
 -------------
 Runs of consecutive kernels and memsets on one device (time order across streams) that each
 run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, with no idle stretch
-longer than ``max_gap_us`` between consecutive starts, in which the GPU is busy less than
+longer than ``max_gap_us`` between consecutive starts and launched in one step, in which the
+GPU is busy less than
 ``max_busy_pct`` of the run's window (busy = union of all work on the device, copies and long
 kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
 graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
@@ -120,7 +121,7 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
     for dev in gg.active_devices(trace):
         gaps = gg.device_gaps(trace, dev)
         for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
-                               int(th["min_kernels_count"])):
+                               int(th["min_kernels_count"]), step_of):
             if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
                 continue
             rows = run.rows
@@ -145,7 +146,7 @@ def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict
     floor = int(th["host_op_floor_us"] * 1000)
     out = []
     for run in gg.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
-                            int(th["min_kernels_count"])):
+                            int(th["min_kernels_count"]), st):
         rows = run.rows
         stage = _stage(ctx, ops.pid[rows], ops.tid[rows], ops.start_ns[rows])
         out.append(dict(
@@ -223,7 +224,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
                     "memsets_count": s["memsets"], "ops_count": len(run.rows) if host else None,
                     "step": st.names[s["step"]] if s["step"] >= 0 else None,
                     "kernel_sequences": [{"kernels": g, "count": n} for g, n in s["sequences"]],
-                    "ops": dict(s["ops"][:20])},
+                    "op_counts": dict(s["ops"][:20])},
         ))
     return Finding(
         code=RULE.code, name=RULE.name, severity=severity_for(recoverable, st.steady_ns),
@@ -233,6 +234,6 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
                 "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": len(st.steady),
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
-                "threshold_us": limit_us, "ops": dict(ops_sorted[:20]),
+                "threshold_us": limit_us, "op_counts": dict(ops_sorted[:20]),
                 "kernel_sequences": [{"kernels": g, "count": n} for g, n in seq_names]},
     )

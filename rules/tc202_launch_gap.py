@@ -135,9 +135,10 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, cause:
         m = step == k
         per_step.append({"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": int(m.sum()),
                          "gap_ns": int(length[m].sum())})
-    message = (f"GPU {dev} idle {gg.us(total)} in {int(steady.sum())} gaps >= {th['min_gap_us']:g} us (threshold) "
-               f"caused by {cause}: {gg.us(total / n_steps)} per step, {gg.pct(total, st.steady_ns)} % of steady "
-               f"step time" + _hint(ctx, cause, sel, causes))
+    per = "in the trace (no steps)" if st.synthetic else f"{gg.us(total / n_steps)} per step"
+    message = (f"GPU {dev} idle {gg.us(total)} in {int(steady.sum())} gaps >= {th['min_gap_us']:g} us (threshold), "
+               f"cause {cause}: {per}, {gg.pct(total, st.steady_ns)} % of steady step time"
+               + _hint(ctx, cause, sel, causes))
     return Finding(
         code=RULE.code, name=RULE.name, severity=severity_for(recoverable, st.steady_ns), message=message,
         recoverable_ns=recoverable,

@@ -70,6 +70,7 @@ import numpy as np
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
+from traceclass.model.nesting import lookup2
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
 
 RULE = RuleInfo(code="TC203", name="host-sync", family="sync",
@@ -168,7 +169,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3), "steady_steps_count": len(st.steady),
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
-                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "apis": dict(apis),
+                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "api_counts": dict(apis),
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
                 "devices": devices, "per_step": per[:50]},
@@ -178,12 +179,11 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
 def _launches(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray) -> int:
     """Kernel and graph launches in steady steps on the threads of these waits."""
     api = ctx.trace.api
-    launch = np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], dtype=np.int8))
-    threads = set(zip(ev.pid[sel].tolist(), ev.tid[sel].tolist()))
-    on = launch & np.array([k in threads for k in zip(api.pid.tolist(), api.tid.tolist())], dtype=bool) \
-        if len(threads) < 8 else launch
-    k = st.at(api.start_ns)
-    return int((on & (k >= 0) & ~st.warmup[np.maximum(k, 0)]).sum()) if len(st.warmup) else 0
+    launch = np.flatnonzero(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], dtype=np.int8)))
+    pairs = np.unique(np.stack([ev.pid[sel], ev.tid[sel]], 1), axis=0)
+    launch = launch[lookup2(pairs[:, 0], pairs[:, 1], api.pid[launch], api.tid[launch]) >= 0]
+    k = st.at(api.start_ns[launch])
+    return int(((k >= 0) & ~st.warmup[np.maximum(k, 0)]).sum()) if len(st.warmup) else 0
 
 
 def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, step: np.ndarray,

@@ -54,9 +54,10 @@ Thresholds
 * ``short_kernel_us`` = 10: TraceLens' short-kernel threshold, as TC201's ``max_kernel_us``
   (keep the two equal when overriding).
 
-The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Severity: idle time inside
-the windows of steady-state steps against their wall time (the device's active window without
-steps).
+The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
+inside the windows of steady-state steps that has a host-side cause (launch overhead, data
+loading, host sync); severity: that against the steady steps' wall time (the device's active
+window without steps), ``info`` when none of the idle has a host-side cause.
 """
 
 from __future__ import annotations
@@ -201,22 +202,26 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
             start_ns=w["start"], end_ns=w["end"], duration_ns=n, count=w["kernels"], kernels=w["top"],
             values={"busy_ns": w["busy"], "util_pct": gg.pct(w["busy"], n), "idle_ns": w["idle"],
                     "idle_by_cause_ns": w["by_cause"], "kernels_count": w["kernels"],
-                    "short_kernels_count": w["short"], "waits": dict(w["waits"]), "chunk_ns": w["chunk"],
+                    "short_kernels_count": w["short"], "wait_counts": dict(w["waits"]), "chunk_ns": w["chunk"],
                     "idle_between_short_kernels_ns": w["between_short"], "step": st.names[w["step"]],
                     "explained_by_ns": _explained(w["by_cause"], w["between_short"])},
         ))
+    recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(idle, analysed), message=message, recoverable_ns=idle,
-        estimate=("upper bound: all idle time inside the low-utilisation windows of steady-state steps (what a fully "
-                  "fed GPU would save there); TC201, TC202 and TC203 split the same time by cause, do not add them "
-                  f"up; severity against {gg.us(analysed)} of analysed time"),
+        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, analysed) if recoverable else "info",
+        message=message,
+        recoverable_ns=recoverable,
+        estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
+                  "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
+                  "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
+                  f"against {gg.us(analysed)} of analysed time"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
         location=f"gpu{dev}", evidence=tuple(evidence),
         values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, analysed),
                 "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
-                "host_waits": dict(waits),
+                "host_wait_counts": dict(waits),
                 "explained_by_ns": explained, "analysed_ns": analysed, "warmup_windows_count": len(warm),
                 "warmup_idle_ns": sum(w["idle"] for w in warm), "threshold_pct": th["max_util_pct"]},
     )

@@ -306,13 +306,15 @@ class HostView:
     """Per host thread: merged intervals of activity (ops, Python, runtime calls), of sync
     waits, and of data-loading ranges (DataLoader annotations, user ranges named like data)."""
 
-    keys: dict[tuple[int, int], int]
+    pid: np.ndarray  # per thread index
+    tid: np.ndarray
     busy: list[tl.Intervals]
     wait: list[tl.Intervals]
     data: list[tl.Intervals]
 
     def thread(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        return np.array([self.keys.get(k, -1) for k in zip(pid.tolist(), tid.tolist())], dtype=np.int64)
+        """Thread index of each (pid, tid), -1 for threads with no host activity."""
+        return lookup2(self.pid, self.tid, np.asarray(pid, np.int64), np.asarray(tid, np.int64))
 
 
 def host_view(trace: Trace, ev: SyncEvents) -> HostView:
@@ -332,18 +334,17 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
     tid = np.concatenate([p[2] for p in parts]).astype(np.int64)
     s = np.concatenate([p[3] for p in parts]).astype(np.int64)
     e = np.concatenate([p[4] for p in parts]).astype(np.int64)
-    th, n = group_ids(pid, tid)
-    keys: dict[tuple[int, int], int] = {}
+    th, _ = group_ids(pid, tid)
     sets: list[list[tl.Intervals]] = [[], [], []]
     order = np.lexsort((cat, th))
     cut = np.flatnonzero(np.diff(th[order])) + 1
-    for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(order)].tolist()):
+    firsts = np.r_[0, cut].astype(np.int64) if len(order) else np.zeros(0, np.int64)
+    for lo, hi in zip(firsts.tolist(), np.r_[cut, len(order)].tolist()):
         rows = order[lo:hi]
-        keys[(int(pid[rows[0]]), int(tid[rows[0]]))] = len(sets[0])
         for c in range(3):
             m = rows[cat[rows] == c]
             sets[c].append(tl.merge(s[m], e[m]))
-    return HostView(keys, sets[0], sets[1], sets[2])
+    return HostView(pid[order[firsts]], tid[order[firsts]], sets[0], sets[1], sets[2])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -429,16 +430,21 @@ class Run:
 
 
 def runs_of_short(rows: np.ndarray, s: np.ndarray, e: np.ndarray, short: np.ndarray, busy: tl.Intervals,
-                  max_gap_ns: int, min_count: int) -> list[Run]:
+                  max_gap_ns: int, min_count: int, part: np.ndarray | None = None) -> list[Run]:
     """Maximal runs of consecutive (by start) short items with at most ``max_gap_ns`` of idle
-    (time not covered by ``busy``) between consecutive starts, of at least ``min_count`` items."""
+    (time not covered by ``busy``) between consecutive starts, of at least ``min_count`` items;
+    a change of ``part`` (the step of each item) also ends a run."""
     order = np.argsort(s, kind="stable")
     rows, s, e, short = rows[order], s[order], e[order], short[order]
     n = len(s)
     if n == 0:
         return []
     idle_between = np.r_[0, (s[1:] - s[:-1]) - tl.overlap_each(s[:-1], s[1:], busy)]
-    new = short & (np.r_[True, ~short[:-1]] | (idle_between > max_gap_ns))
+    cut = idle_between > max_gap_ns
+    if part is not None:
+        p = part[order]
+        cut |= np.r_[False, p[1:] != p[:-1]]
+    new = short & (np.r_[True, ~short[:-1]] | cut)
     firsts = np.flatnonzero(new)
     stops = np.flatnonzero(~short | new)
     lasts = np.r_[stops, n][np.searchsorted(stops, firsts, side="right")]
@@ -447,7 +453,7 @@ def runs_of_short(rows: np.ndarray, s: np.ndarray, e: np.ndarray, short: np.ndar
     if len(firsts) == 0:
         return []
     w0 = s[firsts]
-    w1 = np.array([e[a:b].max() for a, b in zip(firsts.tolist(), lasts.tolist())], dtype=np.int64)
+    w1 = np.maximum.reduceat(np.r_[e, 0], np.column_stack([firsts, lasts]).ravel())[::2]
     bz = tl.overlap_each(w0, w1, busy)
     g0, g1 = tl.gaps(busy)
     lo = np.searchsorted(g0, w0, side="left")
@@ -457,18 +463,20 @@ def runs_of_short(rows: np.ndarray, s: np.ndarray, e: np.ndarray, short: np.ndar
                                              bz.tolist(), lo.tolist(), hi.tolist())]
 
 
-def gpu_runs(trace: Trace, gaps: Gaps, max_item_ns: int, max_gap_ns: int, min_count: int) -> list[Run]:
-    """Runs of short kernels/memsets on one device; graph-replayed rows are never short."""
+def gpu_runs(trace: Trace, gaps: Gaps, max_item_ns: int, max_gap_ns: int, min_count: int,
+             step_of_row: np.ndarray) -> list[Run]:
+    """Runs of short kernels/memsets on one device, within one step (by launch); graph-replayed
+    rows are never short."""
     gpu = trace.gpu
     rows = device_rows(trace, gaps.device)
     rows = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     s, e = gpu.start_ns[rows], gpu.end_ns[rows]
     short = ((e - s) < max_item_ns) & ~gpu.graph[rows]
-    return runs_of_short(rows, s, e, short, gaps.busy, max_gap_ns, min_count)
+    return runs_of_short(rows, s, e, short, gaps.busy, max_gap_ns, min_count, step_of_row[rows])
 
 
-def host_runs(trace: Trace, max_op_ns: int, max_gap_ns: int, min_count: int) -> list[Run]:
-    """Runs of short top-level ops per host thread."""
+def host_runs(trace: Trace, max_op_ns: int, max_gap_ns: int, min_count: int, st: Steps) -> list[Run]:
+    """Runs of short top-level ops per host thread, within one step."""
     ops = trace.ops
     top = np.flatnonzero(ops.parent < 0)
     th, _ = group_ids(ops.pid[top], ops.tid[top])
@@ -476,7 +484,7 @@ def host_runs(trace: Trace, max_op_ns: int, max_gap_ns: int, min_count: int) -> 
     for k in np.unique(th).tolist():
         rows = top[th == k]
         s, e = ops.start_ns[rows], ops.end_ns[rows]
-        out += runs_of_short(rows, s, e, (e - s) < max_op_ns, tl.merge(s, e), max_gap_ns, min_count)
+        out += runs_of_short(rows, s, e, (e - s) < max_op_ns, tl.merge(s, e), max_gap_ns, min_count, st.at(s))
     return out
 
 
@@ -501,8 +509,8 @@ def top_sequences(codes: np.ndarray, min_len: int = 3, max_len: int = 8, top: in
     """Most frequent kernel-name n-grams, as ``(codes, non-overlapping occurrences)``.
 
     Candidates are ranked by the kernels they cover without overlap (occurrences x length),
-    shorter first on ties, so a repeated period wins over its multiples; rotations and
-    sub-sequences of a chosen n-gram are skipped.
+    shorter first on ties, so a repeated period wins over its multiples; stretches of a chosen
+    n-gram's repetition (its rotations, sub-sequences and multiples) are skipped.
     """
     codes = np.asarray(codes, dtype=np.int64)
     cands = []
@@ -518,7 +526,7 @@ def top_sequences(codes: np.ndarray, min_len: int = 3, max_len: int = 8, top: in
     cands.sort(key=lambda c: (-c[0], -c[1], c[3]))
     chosen: list[tuple[tuple[int, ...], int]] = []
     for _, _, occ, gram in cands:
-        if occ < 2 or any(_inside(gram, g + g) for g, _ in chosen):
+        if occ < 2 or any(_inside(gram, g * (len(gram) // len(g) + 2)) for g, _ in chosen):
             continue
         chosen.append((gram, occ))
         if len(chosen) == top:
