@@ -167,3 +167,22 @@ def test_reports_without_per_step_series_still_compare(tmp_path):
     assert copy["per_step"]["noise"]["noise_known"] is False
     assert any("older traceclass" in n for n in d["notes"])
     assert d["verdict"]["step"]["p50"]["label"] == noise.FASTER  # stage samples are still there
+
+
+def test_findings_pair_by_fingerprint():
+    import dataclasses
+
+    from traceclass.compare.run import FindingRef
+
+    def f(code, location, ns):
+        return FindingRef(fingerprint=f"{code}-{location}", code=code, name="x", severity="high", message="m",
+                          location=location, recoverable_ns=ns)
+
+    b = dataclasses.replace(run_of(BASELINE), findings=(f("TC401", "a", 3_000_000), f("TC201", "b", 1_000)))
+    c = dataclasses.replace(run_of(BASELINE), findings=(f("TC201", "b", 2_000), f("TC303", "c", 500)))
+    d = to_dict(build_diff(b, c))
+    status = {x["code"]: (x["status"], x["recoverable"]["baseline"], x["recoverable"]["candidate"]) for x in d["findings"]}
+    assert status == {"TC401": ("resolved", 3_000_000, 0), "TC201": ("persisting", 1_000, 2_000),
+                      "TC303": ("new", 0, 500)}
+    assert d["verdict"]["findings"] == {"resolved": 1, "new": 1, "persisting": 1}
+    assert "Findings: 1 resolved (`TC401 x`), 1 new (`TC303 x`), 1 persisting." in verdict_plain(d)

@@ -183,8 +183,16 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                      "No regression above 10% (noise unknown).")])
     f = v.get("findings") or {}
     if any(f.values()):
-        out.append([("text", f"Findings: {f.get('resolved', 0)} resolved, {f.get('new', 0)} new, "
-                             f"{f.get('persisting', 0)} persisting.")])
+        s = [("text", "Findings: ")]
+        for k, status in enumerate(("resolved", "new", "persisting")):
+            s.append(("text", ("" if k == 0 else ", ") + f"{f.get(status, 0)} {status}"))
+            named = [x for x in d.get("findings") or [] if x["status"] == status][:3] if status != "persisting" else []
+            for j, x in enumerate(named):
+                s += [("text", " (" if j == 0 else ", "), ("name", f"{x['code']} {x['name']}")]
+            if named:
+                s.append(("text", ")"))
+        s.append(("text", "."))
+        out.append(s)
     return out
 
 
