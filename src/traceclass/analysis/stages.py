@@ -5,7 +5,8 @@ A stage is every occurrence of one range name. For each occurrence we know its C
 the range on the range's own thread, or on a *helper thread* (a thread that launches GPU work
 but carries no ranges of its own, such as PyTorch's autograd thread, which runs
 ``loss.backward()`` for a range opened on the main thread). This is nsys's
-``nvtx_gpu_proj`` rule extended to helper threads.
+``nvtx_gpu_proj`` rule extended to helper threads. Steps are the exception: a step is the
+whole iteration, so launches from every thread while it is open count.
 
 Steps: when the trace has no ``ProfilerStep#N``, the whole trace is one step, named
 ``(whole trace)``. The first ``warmup_steps`` steps are warm-up; occurrences of other stages
@@ -117,9 +118,13 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
         first_steady = int(start[step_rows[warmup_steps]])
         warmup &= start < first_steady
 
-    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, pid, tid)
+    # a step is the whole iteration: work launched from any thread while it is open belongs
+    # to it (autograd and DDP threads open ranges of their own); other stages keep to their
+    # thread and its helper threads
+    scope_pid = np.where(is_step_row(kinds_row), -1, pid)
+    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, scope_pid, tid)
     ops = trace.ops
-    op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, pid, tid, helper_threads(trace))
+    op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, scope_pid, tid, helper_threads(trace))
     return Occurrences(
         names=names,
         kinds=kinds,
@@ -138,13 +143,31 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
     )
 
 
+def is_step_row(kinds: np.ndarray) -> np.ndarray:
+    return np.asarray(kinds) == AnnotationKind.STEP
+
+
 def helper_threads(trace: Trace) -> set[tuple[int, int]]:
-    """Threads that run ops or launch GPU work but open no ranges of their own."""
+    """Threads that run ops or launch GPU work but open no stage ranges of their own."""
     api, ops = trace.api, trace.ops
-    launching = set(zip(api.pid.tolist(), api.tid.tolist())) | set(zip(ops.pid.tolist(), ops.tid.tolist()))
+    working = _threads(api.pid, api.tid) | _threads(ops.pid, ops.tid)
     ann = trace.annotations
-    with_ranges = set(zip(ann.pid.tolist(), ann.tid.tolist()))
-    return launching - with_ranges
+    # communication ranges (DDP's nccl:all_reduce on the autograd thread) do not make a thread
+    # a stage owner of its own
+    own = np.isin(ann.kind, np.array([int(k) for k in _OWNING_KINDS], dtype=np.int8))
+    with_ranges = _threads(ann.pid[own], ann.tid[own])
+    return working - with_ranges
+
+
+_OWNING_KINDS = (AnnotationKind.STEP, AnnotationKind.USER, AnnotationKind.DATALOADER,
+                 AnnotationKind.OPTIMIZER, AnnotationKind.COMPILED)
+
+
+def _threads(pid: np.ndarray, tid: np.ndarray) -> set[tuple[int, int]]:
+    if len(pid) == 0:
+        return set()
+    pairs = np.unique(np.stack([pid, tid], 1), axis=0)
+    return set(map(tuple, pairs.tolist()))
 
 
 def rows_within(
