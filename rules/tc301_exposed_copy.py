@@ -29,8 +29,9 @@ Thresholds
     ``min_exposed_us`` (100): a device/direction is reported when its copies are exposed for at
     least this long in the trace: below 0.1 ms over a whole trace no fix is worth a change.
     ``min_exposed_pct`` (1.0): ... and for at least this share of the device's GPU window (first to
-    last GPU activity), the time severity is measured against. Under 1 % of the window the
-    exposure is below the run-to-run noise of a step (1-3 % in the corpus traces).
+    last GPU activity), the time severity is measured against. Under 1 % of the window a fix
+    moves the step by less than steady steps already differ (0.4-2.3 % between the steady steps of
+    the corpus training traces on A100 and MI300X).
 """
 
 from __future__ import annotations

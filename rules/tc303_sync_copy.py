@@ -42,10 +42,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass import timeline as tl
 from traceclass.analysis import copies
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.model import ApiKind, GpuKind, MemKind
+from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
 
@@ -54,7 +53,6 @@ RULE = RuleInfo(code="TC303", name="sync-copy", family="copy",
                 needs=("gpu",))
 
 MAX_EVIDENCE = 50
-_WAITS = (ApiKind.SYNC_STREAM, ApiKind.SYNC_DEVICE, ApiKind.SYNC_EVENT)
 SYNC_API, WAITED = 0, 1
 _MODE = ("synchronous-API copies", "async copies synchronized at once")
 
@@ -64,7 +62,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     api, gpu = trace.api, trace.gpu
     if len(api) == 0 or len(gpu) == 0:  # no GPU activity recorded: nothing to attribute the copies to
         return
-    calls, mode, blocked, gaps = _blocking_copies(trace, th)
+    calls, waited, blocked, gaps = copies.blocking_copy_calls(trace, th["max_wait_gap_us"] * 1000)
+    mode = np.where(waited, WAITED, SYNC_API)
     if len(calls) == 0:
         return
     mem = copies.memcpy_rows(trace)
@@ -83,7 +82,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
               & (host != MemKind.PINNED))
     calls, mode, blocked, gaps, row, cls, nbytes = (calls[keep], mode[keep], blocked[keep], gaps[keep], row[keep],
                                                    cls[keep], nbytes[keep])
-    bubble = _idle_after(trace, row)
+    bubble = copies.idle_after(trace, row)
     dev = np.full(len(row), -1, dtype=np.int64)
     dev[row >= 0] = gpu.device[row[row >= 0]]
     windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
@@ -93,42 +92,6 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             if sel.sum() >= th["min_copies_count"] and sel.any():
                 yield _finding(ctx, d, m, calls[sel], row[sel], blocked[sel], bubble[sel], nbytes[sel], cls[sel],
                                gaps[sel], windows.get(d, 0), th)
-
-
-def _blocking_copies(trace, th: Mapping[str, Any]) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
-    """API rows of blocking copies, their mode, the host time blocked and the copy -> sync gap (ns)."""
-    api = trace.api
-    keep = np.flatnonzero(~trace.strings.mask(api.name, lambda s: "EventRecord" in s))
-    order = keep[np.lexsort((api.start_ns[keep], api.tid[keep], api.pid[keep]))]
-    k = api.kind[order]
-    same = (api.pid[order][1:] == api.pid[order][:-1]) & (api.tid[order][1:] == api.tid[order][:-1])
-    gap = api.start_ns[order][1:] - api.end_ns[order][:-1]
-    waited = np.zeros(len(order), dtype=bool)
-    waited[:-1] = (k[:-1] == ApiKind.MEMCPY_ASYNC) & same & np.isin(k[1:], _WAITS) & (gap <= th["max_wait_gap_us"] * 1000)
-    sync = k == ApiKind.MEMCPY_SYNC
-    dur = api.end_ns[order] - api.start_ns[order]
-    nxt_dur = np.r_[dur[1:], 0]
-    blocked = np.where(waited, dur + nxt_dur, dur)
-    sel = sync | waited
-    gaps = np.where(waited, np.r_[gap, 0], 0)
-    return order[sel], np.where(waited[sel], WAITED, SYNC_API), blocked[sel].astype(np.int64), gaps[sel]
-
-
-def _idle_after(trace, rows: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """GPU idle gap that follows the busy stretch containing each copy's end (0 when none follows)."""
-    gpu = trace.gpu
-    out = np.zeros(len(rows), dtype=np.int64)
-    has = rows >= 0
-    for d in np.unique(gpu.device[rows[has]]).tolist():
-        on = (gpu.device == d) & (gpu.kind != GpuKind.SYNC)
-        bs, be = tl.merge(gpu.start_ns[on], gpu.end_ns[on])
-        sel = np.flatnonzero(has & (gpu.device[np.maximum(rows, 0)] == d))
-        t = gpu.end_ns[rows[sel]]
-        i = np.searchsorted(bs, t, side="left") - 1  # busy stretch that contains the copy end
-        nxt = i + 1
-        ok = (i >= 0) & (nxt < len(bs))
-        out[sel[ok]] = bs[nxt[ok]] - be[i[ok]]
-    return out
 
 
 def _finding(ctx: Context, dev: int, m: int, calls, row, blocked, bubble, nbytes, cls, gaps,  # type: ignore[no-untyped-def]

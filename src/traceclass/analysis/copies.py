@@ -20,7 +20,7 @@ import numpy as np
 
 from traceclass import timeline as tl
 from traceclass.analysis.sites import op_names, op_source_codes, source_codes, source_label, top_level_ops
-from traceclass.model import CopyKind, GpuKind, MemKind, Trace
+from traceclass.model import ApiKind, CopyKind, GpuKind, MemKind, Trace
 from traceclass.model.nesting import group_ids
 
 HTOD, DTOH, DTOD, OTHER = 0, 1, 2, 3
@@ -93,10 +93,10 @@ def peak_bps(spec: object, cls: int) -> tuple[float | None, str]:
     if cls in (HTOD, DTOH):
         link = getattr(spec, "host_link_bps", None)
         if link:
-            return float(link), "host link per direction"
+            return float(link), "host link, per direction"
         return None, "host-link bandwidth of this device not on record"
     if cls == DTOD:
-        return float(spec.memory_bandwidth_bps) / 2.0, "half the memory bandwidth (read + write)"
+        return float(spec.memory_bandwidth_bps) / 2.0, "half the memory bandwidth: a copy reads and writes"
     return None, "no peak for this copy kind"
 
 
@@ -174,4 +174,46 @@ def site_groups(trace: Trace, rows: np.ndarray, cols: dict[str, np.ndarray] | No
         where, names = site_label(trace, int(s["op"][k]), int(s["top"][k]), int(s["api_name"][k]))
         name = trace.strings[int(gpu.name[rows[k]])] if rows[k] >= 0 else "copy (no GPU record)"
         out.append(SiteGroup(idx, where, names, source_label(trace, int(s["source"][k])), name))
+    return out
+
+
+_WAITS = (ApiKind.SYNC_STREAM, ApiKind.SYNC_DEVICE, ApiKind.SYNC_EVENT)
+
+
+def blocking_copy_calls(trace: Trace, max_gap_ns: float) -> tuple[np.ndarray, ...]:
+    """Copy API calls the host waits for: ``(rows, waited, blocked_ns, gap_ns)``.
+
+    A call is a synchronous copy API (``ApiKind.MEMCPY_SYNC``) or an async copy whose next call on
+    the same thread (event records skipped) is a stream/device/event synchronize starting within
+    ``max_gap_ns`` of its end (``waited``). Blocked time: the call's duration, plus the
+    synchronize call's for waited copies; ``gap_ns``: copy end -> synchronize start (0 otherwise).
+    """
+    api = trace.api
+    keep = np.flatnonzero(~trace.strings.mask(api.name, lambda s: "EventRecord" in s))
+    order = keep[np.lexsort((api.start_ns[keep], api.tid[keep], api.pid[keep]))]
+    k = api.kind[order]
+    same = (api.pid[order][1:] == api.pid[order][:-1]) & (api.tid[order][1:] == api.tid[order][:-1])
+    gap = api.start_ns[order][1:] - api.end_ns[order][:-1]
+    waited = np.zeros(len(order), dtype=bool)
+    waited[:-1] = (k[:-1] == ApiKind.MEMCPY_ASYNC) & same & np.isin(k[1:], _WAITS) & (gap <= max_gap_ns)
+    dur = api.end_ns[order] - api.start_ns[order]
+    blocked = np.where(waited, dur + np.r_[dur[1:], 0], dur).astype(np.int64)
+    gaps = np.where(waited, np.r_[gap, 0], 0).astype(np.int64)
+    sel = (k == ApiKind.MEMCPY_SYNC) | waited
+    return order[sel], waited[sel], blocked[sel], gaps[sel]
+
+
+def idle_after(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per GPU row (-1 allowed): the idle gap after the busy stretch (union of all GPU activity on
+    its device) that contains the row's end; 0 when nothing follows or the row is -1."""
+    gpu = trace.gpu
+    out = np.zeros(len(rows), dtype=np.int64)
+    has = rows >= 0
+    for d in np.unique(gpu.device[rows[has]]).tolist():
+        on = (gpu.device == d) & (gpu.kind != GpuKind.SYNC)
+        bs, be = tl.merge(gpu.start_ns[on], gpu.end_ns[on])
+        sel = np.flatnonzero(has & (gpu.device[np.maximum(rows, 0)] == d))
+        i = np.searchsorted(bs, gpu.end_ns[rows[sel]], side="left") - 1  # stretch holding the end
+        ok = (i >= 0) & (i + 1 < len(bs))
+        out[sel[ok]] = bs[i[ok] + 1] - be[i[ok]]
     return out

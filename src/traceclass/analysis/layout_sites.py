@@ -19,6 +19,7 @@ the host, as on CPU-only traces. Device ``-1`` stands for the host.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,9 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     mismatched, conv_verdicts = _per_signature(trace, mask(ops.name, lambda s: s in layout.CONV_OPS), layout.conv_formats)
     is_wrapper = mask(ops.name, lambda s: s in layout.WRAPPER_OPS)
     is_conv = mask(ops.name, lambda s: s in layout.CONV_OPS)
-    outer = np.unique(climb_while(parent, np.flatnonzero(flagged), is_wrapper)) if n else np.zeros(0, np.int64)
+    flagged_rows = np.flatnonzero(flagged)
+    outer, first = np.unique(climb_while(parent, flagged_rows, is_wrapper), return_index=True)
+    judged = flagged_rows[first]  # a judged copy inside each outer op (its formats label the site)
     is_outer = np.zeros(n, dtype=bool)
     is_outer[outer] = True
     # GPU rows: owned by a transposing copy, else by a mismatched convolution, else bare layout kernels
@@ -106,13 +109,13 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     conv_top = np.where(conv_of >= 0, climb_while(parent, conv_of, is_conv), -1)
     nbytes = _Bytes(trace)
     # transposing copies outside mismatched convolutions
-    t_rows = outer[conv_of < 0]
-    _collect(out, trace, t_rows, inst_time[t_rows], inst_dev[t_rows], active, g_copy, copy_verdicts, nbytes)
+    t_rows, t_judged = outer[conv_of < 0], judged[conv_of < 0]
+    _collect(out, trace, t_rows, t_judged, inst_time[t_rows], inst_dev[t_rows], active, g_copy, copy_verdicts, nbytes)
     # layout kernels: under a mismatched convolution they are its cost, else their own finding
     lay = (g_copy < 0) & (gpu_family[active] == "layout") if len(active) else np.zeros(0, bool)
     k_rows = active[lay]
-    k_conv = ancestors_until(parent, gpu.op[k_rows].astype(np.int64), mismatched) if n else np.full(len(k_rows), -1)
-    k_conv = np.where(k_conv >= 0, climb_while(parent, k_conv, is_conv), -1)
+    k_judged = ancestors_until(parent, gpu.op[k_rows].astype(np.int64), mismatched) if n else np.full(len(k_rows), -1)
+    k_conv = np.where(k_judged >= 0, climb_while(parent, k_judged, is_conv), -1)
     bare = np.flatnonzero((gpu.kind == GpuKind.KERNEL) & (gpu.op < 0) & (gpu_family == "layout")) if len(gpu) else k_rows[:0]
     _collect_kernels(out, trace, np.r_[k_rows[k_conv < 0], bare].astype(np.int64))
     # mismatched convolutions: the conversion copies and layout kernels under them
@@ -124,14 +127,16 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     m_dev = np.full(n, -1, dtype=np.int64)
     m_dev[m_top] = inst_dev[m_copy]
     m_dev = np.where(k_dev >= 0, k_dev, m_dev)
-    tops = np.unique(np.r_[m_top, k_top]).astype(np.int64)
+    tops, first = np.unique(np.r_[m_top, k_top].astype(np.int64), return_index=True)
+    conv_judged = np.r_[conv_of[conv_of >= 0], k_judged[k_conv >= 0]].astype(np.int64)[first]
     copy_owner = np.full(len(active), -1, dtype=np.int64)
     if len(outer):
         has = g_copy >= 0
         copy_owner[has] = conv_top[np.searchsorted(outer, g_copy[has])]
     g_all = np.r_[active[copy_owner >= 0], k_rows[k_conv >= 0]].astype(np.int64)
     o_all = np.r_[copy_owner[copy_owner >= 0], k_top].astype(np.int64)
-    _collect_mismatch(out, trace, tops, m_time[tops], m_dev[tops], g_all, o_all, conv_verdicts, m_top, m_copy, nbytes)
+    _collect_mismatch(out, trace, tops, conv_judged, m_time[tops], m_dev[tops], g_all, o_all, conv_verdicts, m_top,
+                      m_copy, nbytes)
     return out
 
 
@@ -165,9 +170,7 @@ class _Bytes:
         self.trace = trace
         self.cache: dict[tuple[int, int], int | None] = {}
 
-    def __call__(self, row: int) -> int | None:
-        ops = self.trace.ops
-        key = (int(ops.name[row]), int(ops.inputs[row]))
+    def signature(self, key: tuple[int, int]) -> int | None:
         if key not in self.cache:
             name, inputs = self.trace.strings[key[0]], self.trace.inputs[key[1]]
             cost = costmodel.estimate(name, inputs)
@@ -179,10 +182,19 @@ class _Bytes:
         return self.cache[key]
 
     def total(self, rows: np.ndarray) -> int | None:
+        """Bytes of all ``rows`` (op rows), None when any signature's size is unknown."""
         if not len(rows):
             return None
-        per = [self(int(r)) for r in rows]
-        return None if any(b is None for b in per) else int(sum(per))  # type: ignore[arg-type]
+        ops = self.trace.ops
+        pair = np.stack([ops.name[rows].astype(np.int64), ops.inputs[rows].astype(np.int64)], 1)
+        u, cnt = np.unique(pair, axis=0, return_counts=True)
+        total = 0
+        for (nc, ic), c in zip(u.tolist(), cnt.tolist()):
+            b = self.signature((nc, ic))
+            if b is None:
+                return None
+            total += b * c
+        return int(total)
 
 
 def _groups(trace: Trace, rows: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -207,7 +219,7 @@ def _kernels_of(trace: Trace, gid: np.ndarray, rows: np.ndarray, gpu_rows: np.nd
     return [_top_kernels(trace, gpu_rows[order[bounds[j]:bounds[j + 1]]]) for j in range(n_groups)]
 
 
-def _collect(out, trace, rows, time, dev, gpu_rows, gpu_owner, verdicts, nbytes) -> None:  # type: ignore[no-untyped-def]
+def _collect(out, trace, rows, judged, time, dev, gpu_rows, gpu_owner, verdicts, nbytes) -> None:  # type: ignore[no-untyped-def]
     """Transposing copies (outermost op rows) grouped into sites."""
     if not len(rows):
         return
@@ -226,7 +238,7 @@ def _collect(out, trace, rows, time, dev, gpu_rows, gpu_owner, verdicts, nbytes)
         t = layout.tensor(inputs, 1 if name == "aten::copy_" else 0)
         strides = ",".join(str(x) for x in t[1]) if t else ""
         shape = "x".join(str(x) for x in t[0]) if t else "?"
-        v = _chain_verdict(trace, rep, verdicts)
+        v = _verdict(trace, int(judged[k]), verdicts)
         fmts = f"{v[0]} -> {v[1]}" if v else ""
         pn = trace.strings[int(ops.name[prev[j]])] if prev[j] >= 0 else ""
         after = pn if pn in layout.TRANSPOSE_OPS else ""
@@ -242,23 +254,13 @@ def _collect(out, trace, rows, time, dev, gpu_rows, gpu_owner, verdicts, nbytes)
             after=after, formats=fmts))
 
 
-def _chain_verdict(trace: Trace, row: int, verdicts: dict) -> tuple[str, str] | None:  # type: ignore[type-arg]
-    """Formats (source -> destination) of the first judged copy at or under ``row`` (wrappers
-    such as ``aten::reshape`` are not judged themselves)."""
-    ops = trace.ops
-    v = verdicts.get((int(ops.name[row]), int(ops.inputs[row])))
-    if v is not None:
-        return v  # type: ignore[return-value]
-    kids = np.flatnonzero(ops.parent == row)
-    for kid in kids.tolist():
-        v = _chain_verdict(trace, kid, verdicts)
-        if v is not None:
-            return v
-    return None
+def _verdict(trace: Trace, row: int, verdicts: dict) -> Any:  # type: ignore[type-arg]
+    """The judge's verdict on op ``row``'s signature (formats), None when not judged."""
+    return verdicts.get((int(trace.ops.name[row]), int(trace.ops.inputs[row])))
 
 
-def _collect_mismatch(out, trace, tops, time, dev, gpu_rows, gpu_owner, verdicts, copy_tops, copy_rows,  # type: ignore[no-untyped-def]
-                      nbytes) -> None:
+def _collect_mismatch(out, trace, tops, judged, time, dev, gpu_rows, gpu_owner, verdicts, copy_tops,  # type: ignore[no-untyped-def]
+                      copy_rows, nbytes) -> None:
     """Mismatched convolutions (outermost conv op rows) grouped into sites."""
     if not len(tops):
         return
@@ -270,7 +272,7 @@ def _collect_mismatch(out, trace, tops, time, dev, gpu_rows, gpu_owner, verdicts
         r, k = tops[idx], int(idx[0])
         name = trace.strings[int(ops.name[r[0]])]
         inputs = trace.inputs[int(ops.inputs[r[0]])]
-        v = _conv_verdict(trace, int(r[0]), verdicts)
+        v = _verdict(trace, int(judged[k]), verdicts)
         roles = ("grad_output", "input", "weight") if v and len(v) == 3 else ("input", "weight")
         fmts = ", ".join(f"{w} {f}" for w, f in zip(roles, v)) if v else ""
         shapes = ", ".join("[" + "x".join(str(x) for x in d) + "]" for d in (inputs.dims if inputs else ())[:len(roles)]
@@ -282,23 +284,6 @@ def _collect_mismatch(out, trace, tops, time, dev, gpu_rows, gpu_owner, verdicts
             time_ns=int(time[idx].sum()), bytes=nbytes.total(conv_copies),
             first_ns=int(ops.start_ns[r].min()), last_end_ns=int(ops.end_ns[r].max()), ops=(name,),
             kernels=kernels[j], source=source_label(trace, int(src[k])), formats=fmts))
-
-
-def _conv_verdict(trace: Trace, row: int, verdicts: dict) -> tuple[str, ...] | None:  # type: ignore[type-arg]
-    """Formats of the first mismatched convolution at or under ``row``."""
-    ops = trace.ops
-    v = verdicts.get((int(ops.name[row]), int(ops.inputs[row])))
-    if v is not None:
-        return v  # type: ignore[return-value]
-    for kid in np.flatnonzero(ops.parent == row).tolist():
-        v = _conv_verdict(trace, kid, verdicts)
-        if v is not None:
-            return v
-    return None
-
-
-def _conv_roles(name: str) -> tuple[str, ...]:
-    return ("grad_output", "input", "weight") if "backward" in name else ("input", "weight")
 
 
 def _collect_kernels(out, trace, rows) -> None:  # type: ignore[no-untyped-def]

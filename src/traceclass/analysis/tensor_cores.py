@@ -6,8 +6,8 @@ FLOPs and ideal bytes from the cost model) and the device's roofs (``Analysis.ro
 * *Target precision* of a device: the cheapest change that reaches its matrix units. NVIDIA:
   TF32 when the spec has a ``matrix_tf32`` peak (compute capability >= 8.0: a flag, no new
   dtype), else fp16 (Volta/Turing tensor cores take only fp16: AMP with a grad scaler). AMD:
-  bf16 (CDNA matrix cores; MI300's XF32 is not enabled by PyTorch's TF32 flag everywhere, bf16
-  autocast is). No matrix peak at all (Pascal, CPUs): no target, nothing is judged.
+  bf16 autocast, which every CDNA generation's matrix cores run (MI300's XF32 path is not
+  assumed). No matrix peak at all (Pascal, CPUs): no target, nothing is judged.
 * *fp32 candidates*: fp32 groups; the share of their GEMM/conv kernel time on TF32 tensor-core
   kernels is read from kernel names (``tf32``, ``xf32``, ``tensorop_s``, ``s1688``/``s16816``:
   cuBLAS/CUTLASS/cuDNN TF32 kernels) and only the rest is at stake. Recoverable time =
