@@ -100,7 +100,7 @@ def _finding(ctx: Context, reason: int, dev: int, items: list[tc.Candidate], tot
     msg = (f"device {dev}: {what}; {duration_text(total)} recoverable, {pct:.1f}% of the {duration_text(window)} "
            f"GPU window (threshold {th['min_recoverable_pct']}% and {th['min_recoverable_us']} us)")
     evidence = tuple(Evidence(what=i.label, duration_ns=i.time_ns, count=i.count, ops=(i.name,), kernels=i.kernels,
-                              bytes=int(i.values["bytes"] * i.count) if i.values.get("bytes") else None,
+                              bytes=int(i.values["bytes_per_call"] * i.count) if i.values.get("bytes_per_call") else None,
                               source=source_label(ctx.trace, int(s)), values=i.values)
                      for i, s in zip(items[:MAX_EVIDENCE], sources))
     return Finding(

@@ -86,4 +86,4 @@ def test_bf16_misaligned_against_aligned_reference(tmp_path):
     assert f.recoverable_ns == int(600_000 - 400_000 * 4095 / 4096)
     (e,) = f.evidence
     assert "leading dims 4095x4096, not multiples of 8" in e.what
-    assert e.values["aligned_roof_fraction"] == pytest.approx(2 * 8192 * 4096**2 / 989.5e12 * 1e9 / 400_000, abs=1e-4)
+    assert e.values["aligned_roof_ratio"] == pytest.approx(2 * 8192 * 4096**2 / 989.5e12 * 1e9 / 400_000, abs=1e-4)

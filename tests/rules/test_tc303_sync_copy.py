@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.nsys_fixtures import DEVICE, HTOD, PAGEABLE, PINNED, NsysExportBuilder, pageable_copies_export
+from ingest.nsys_fixtures import DEVICE, DTOD, HTOD, PAGEABLE, PINNED, NsysExportBuilder, pageable_copies_export
 from kineto_builder import KinetoBuilder
 from ruletest import findings_for
 from traceclass.ingest import load
@@ -72,3 +72,24 @@ def test_small_pageable_htod_sync_copies_are_left_out_like_nsys(tmp_path):
     assert f.values["copies_count"] == 2 and f.values["bytes"] == 65_536 + 65_537
     assert f.values["blocked_ns"] == 60_000
     assert findings_for(load(tmp_path / "s.sqlite"), "TC303", max_small_htod_bytes=0)[0].values["copies_count"] == 3
+
+
+def test_cuda_device_to_device_cudamemcpy_does_not_block_the_host(tmp_path):
+    t0 = 1_000_000_000
+    with NsysExportBuilder(tmp_path / "d.sqlite") as b:
+        b.gpu()
+        c = b.runtime(t0, t0 + 8_000, "cudaMemcpy_v3020")
+        b.memcpy(t0 + 5_000, t0 + 60_000, 1 << 20, DTOD, DEVICE, DEVICE, c)
+        b.launch(t0 + 70_000, t0 + 75_000, t0 + 100_000, t0 + 200_000, "k")
+    assert findings_for(load(tmp_path / "d.sqlite"), "TC303") == []
+
+
+def test_hip_synchronous_copies_count_in_every_direction(tmp_path):
+    b = KinetoBuilder(gpu_name="AMD Instinct MI300X")
+    b.top["hip_runtime_version"] = 60443483
+    corr = b.runtime("hipMemcpyWithStream", 0, 80_000)
+    b.memcpy("DtoD", "Device", "Device", 10_000, 60_000, 1 << 20, corr=corr)
+    b.launch(None, "k", 90_000, 100_000, 50_000)
+    (f,) = findings_for(load(b.write(tmp_path / "hip.json")), "TC303")
+    assert f.values["blocked_ns"] == 80_000 and f.values["idle_after_ns"] == 30_000
+    assert f.recoverable_ns == 30_000

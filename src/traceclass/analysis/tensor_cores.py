@@ -148,7 +148,7 @@ def candidates(trace: Trace, analysis: Any, align_bytes: int) -> dict[tuple[int,
             out.setdefault((FP32, g.device), []).append(Candidate(
                 FP32, g.device, g.name, f"{g.name} {g.shapes} ({g.count} calls, {share:.0%} on TF32 kernels)",
                 g.count, g.total_ns, rec, g.top_kernels, members.get(gi, -1), target,
-                {"flops": g.flops, "bytes": g.bytes, "lower_bound_fp32_ns": round(lb_now, 1),
+                {"flops_per_call": g.flops, "bytes_per_call": g.bytes, "lower_bound_fp32_ns": round(lb_now, 1),
                  f"lower_bound_{target}_ns": round(lb_tc, 1), "tf32_kernel_pct": round(100 * share, 1),
                  "recoverable_ns": rec}))
         elif g.precision in LOW_PRECISION:
@@ -175,9 +175,9 @@ def candidates(trace: Trace, analysis: Any, align_bytes: int) -> dict[tuple[int,
             MISALIGNED, g.device, g.name,
             f"{g.name} {g.shapes} (leading dims {'x'.join(map(str, dims))}, not multiples of {mult})",
             g.count, g.total_ns, rec, g.top_kernels, members.get(gi, -1), g.precision,
-            {"flops": g.flops, "bytes": g.bytes, "lower_bound_ns": round(lb, 1),
-             "roof_fraction": round(g.count * lb / g.total_ns, 4) if g.total_ns else None,
-             "aligned_roof_fraction": round(eff, 4) if eff else None, "recoverable_ns": rec}))
+            {"flops_per_call": g.flops, "bytes_per_call": g.bytes, "lower_bound_ns": round(lb, 1),
+             "roof_ratio": round(g.count * lb / g.total_ns, 4) if g.total_ns else None,
+             "aligned_roof_ratio": round(eff, 4) if eff else None, "recoverable_ns": rec}))
     return out
 
 
