@@ -3,11 +3,10 @@
 What it finds
 -------------
 Runs of consecutive kernels and memsets on one device (time order across streams) that each
-run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, with no idle stretch
-longer than ``max_gap_us`` between consecutive starts and launched in one step, in which the
-GPU is busy less than
-``max_busy_pct`` of the run's window (busy = union of all work on the device, copies and long
-kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
+run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, launched in one step,
+with no idle stretch longer than ``max_gap_us`` between consecutive starts, in which the GPU
+is busy less than ``max_busy_pct`` of the run's window (busy = union of all work on the
+device, copies and long kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
 graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
 launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
 and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
@@ -16,8 +15,8 @@ user stage (innermost ``record_function``/NVTX range around the launches).
 
 CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
 thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
-*host-side op storm*, where per-op
-dispatch and the Python between ops are the whole cost.
+*host-side op storm*, where per-op dispatch and the Python between ops are the whole cost
+(there is no busy-share condition: an op shorter than the dispatch cost is dispatch).
 
 Why it matters
 --------------

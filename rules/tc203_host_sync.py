@@ -20,8 +20,10 @@ Site = the op (or, without ops, the call) + the user source line when the trace 
 stacks, else the enclosing op chain (without ops, as in plain nsys exports: the call). Caused GPU idle of one wait, on its
 device: the idle gap that starts while the host waits (the GPU drained its queue during the
 wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
-counted whole; a gap is charged to one wait only. These are exactly TC202's ``host-sync`` gaps
-whose host window holds the wait (all lengths here, TC202 lists those >= its ``min_gap_us``). Gaps that start before the wait were not
+counted until the launch call of the work that ends the gap returned (time after that is a
+GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
+``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
+host window or most of the gap lies after the next launch. Gaps that start before the wait were not
 caused by it (TC202 attributes them); a wait at the end of the trace, after the last GPU work,
 causes nothing measurable. When the thread launches at most ``max_launches_per_sync_ratio``
 kernels per wait, the message names the sync-per-launch pattern: the host never queues work
@@ -95,7 +97,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     i0 = np.full(len(ev), -1, np.int64)
     i1 = np.full(len(ev), -1, np.int64)
     for dev in gg.active_devices(trace):
-        d_idle, d0, d1 = gg.caused_idle(ev, gg.device_gaps(trace, dev))
+        d_idle, d0, d1 = gg.caused_idle(trace, ev, gg.device_gaps(trace, dev))
         hit = d_idle > 0
         idle[hit], i0[hit], i1[hit] = d_idle[hit], d0[hit], d1[hit]
     sites = _sites(ctx, ev)

@@ -60,8 +60,9 @@ def test_cuda_event_sync_host_syncs():
     assert set(fs) == {"aten::item in aten::is_nonzero", "cudaEventSynchronize", "cudaDeviceSynchronize"}
     item = fs["aten::item in aten::is_nonzero"]
     assert item.values["api_counts"] == {"cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1}
-    # the 1-byte pageable DtoH copy ends at 2367 us, the spin kernel starts at 2467 us
-    assert item.values["gpu_idle_ns"] == 100_000 and item.severity == "medium"
+    # the 1-byte pageable DtoH copy ends at 2367 us (inside the wait); the spin kernel's launch
+    # call returns at 2466 us, the kernel starts at 2467 us
+    assert item.values["gpu_idle_ns"] == 99_000 and item.severity == "medium"
     # the event and device syncs wait for the last kernel: no GPU work follows them
     assert fs["cudaEventSynchronize"].values["host_wait_ns"] == 34_000
     assert fs["cudaDeviceSynchronize"].severity == "info"
@@ -102,7 +103,7 @@ def test_samuelamsih_device_sync_every_iteration():
     # 2,604 kernels = 651 iterations of 4; one cudaDeviceSynchronize after each
     assert d.values["syncs_count"] == 651 and d.values["launches_count"] == 2_604
     assert d.values["launches_per_sync_ratio"] == 4.0 and d.values["sync_per_launch"] is False
-    assert d.values["gpu_idle_ns"] > 1_000_000_000 and d.severity == "medium"
+    assert d.values["gpu_idle_ns"] > 800_000_000 and d.severity == "medium"
     assert fs["cudaMemset"].values["syncs_count"] == 651  # blocking cudaMemset of managed memory
 
 
@@ -113,9 +114,11 @@ def test_lockfuehrer_sync_per_launch():
     assert s.values["sync_per_launch"] is True and s.severity == "high"
     assert "sync-per-launch" in s.message
     gaps = {f.location: f for f in _findings("nsys/lockfuehrer_beast__report1_b.sqlite", "TC202")}
-    # the same idle seen as gaps: one 67 us gap per iteration
-    assert gaps["gpu0:host-sync"].values["gaps_count"] == 2_257
-    assert abs(gaps["gpu0:host-sync"].values["gap_ns"] - s.values["gpu_idle_ns"]) < 1_000_000
+    # the same idle seen as gaps, one of about 67 us per iteration; TC203 stops at the return of
+    # the next launch call, which the kernel follows within ~1 us
+    hs = gaps["gpu0:host-sync"].values
+    assert hs["gaps_count"] == 2_257
+    assert 0.98 * hs["gap_ns"] < s.values["gpu_idle_ns"] < hs["gap_ns"]
 
 
 def test_b200_eager_decode_is_launch_bound():

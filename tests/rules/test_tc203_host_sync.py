@@ -14,20 +14,21 @@ def test_item_site_exact(tmp_path):
     (f,) = findings_for(t, "TC203")
     assert f.location == "aten::item at train.py:57"
     assert f.values["syncs_count"] == 2 and f.values["syncs_per_step"] == 1.0
-    assert f.values["gpu_idle_ns"] == 2 * 77_000 and f.recoverable_ns == 2 * 75_000
+    # the GPU goes idle at 209 us inside the wait; aten::mul's launch call returns at 284 us
+    assert f.values["gpu_idle_ns"] == 2 * 75_000 and f.recoverable_ns == 2 * 73_000
     assert f.values["host_wait_ns"] == 2 * 7_000  # from the stream sync (208 us) to the end of aten::item (215 us)
     assert f.values["api_counts"] == {"cudaStreamSynchronize": 2}
-    assert f.values["warmup_syncs_count"] == 1 and f.values["warmup_gpu_idle_ns"] == 77_000
+    assert f.values["warmup_syncs_count"] == 1 and f.values["warmup_gpu_idle_ns"] == 75_000
     assert f.values["launches_count"] == 10 and f.values["sync_per_launch"] is False
-    assert f.severity == "medium"  # 7.5 % of 2 ms of steady steps
-    assert ("2 host waits in 2 steady steps (1 per step) blocked the host 14.0 us and left GPU 0 idle 154.0 us"
+    assert f.severity == "medium"  # 7.3 % of 2 ms of steady steps
+    assert ("2 host waits in 2 steady steps (1 per step) blocked the host 14.0 us and left GPU 0 idle 150.0 us"
             in f.message)
     base = gpu_base_ns(t)
     e = f.evidence[0]
     assert (e.start_ns, e.end_ns) == (base + 1_200_000, base + 1_215_000)
-    assert e.values["gpu_idle_start_ns"] == base + 1_209_000 and e.values["gpu_idle_end_ns"] == base + 1_286_000
+    assert e.values["gpu_idle_start_ns"] == base + 1_209_000 and e.values["gpu_idle_end_ns"] == base + 1_284_000
     assert e.ops == ("aten::item",) and e.source == "train.py:57"
-    assert [p["gpu_idle_ns"] for p in f.values["per_step"]] == [77_000, 77_000, 77_000]
+    assert [p["gpu_idle_ns"] for p in f.values["per_step"]] == [75_000, 75_000, 75_000]
 
 
 def test_site_without_stacks_is_the_op_chain(tmp_path):
@@ -45,9 +46,10 @@ def test_site_without_stacks_is_the_op_chain(tmp_path):
     (f,) = findings_for(t, "TC203")
     assert f.location == "aten::item in aten::is_nonzero"
     assert f.values["api_counts"] == {"cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1}
-    # the wait starts at the pageable copy call (23 us); the GPU goes idle at 27 us, inside it
+    # the wait starts at the pageable copy call (23 us); the GPU goes idle at 27 us, inside it,
+    # until aten::add's launch call returns at 153 us (its kernel starts at 155 us)
     assert f.values["host_wait_ns"] == 49_000 - 23_000
-    assert f.values["gpu_idle_ns"] == 155_000 - 27_000
+    assert f.values["gpu_idle_ns"] == 153_000 - 27_000
 
 
 def test_pinned_async_copies_overlapping_compute_are_no_sync(tmp_path):
@@ -90,9 +92,10 @@ def test_nsys_stream_sync_exact(tmp_path):
     facts = launch_gap_with_sync_export(tmp_path / "gap.sqlite")
     (f,) = findings_for(load(tmp_path / "gap.sqlite"), "TC203")
     assert f.location == "cudaStreamSynchronize"
-    assert f.values["syncs_count"] == 1 and f.values["gpu_idle_ns"] == facts["gap_ns"] == 2_010_000
+    # idle from gemm_a's end (1.010 ms) until gemm_b's launch call returned (3.017 ms)
+    assert f.values["syncs_count"] == 1 and f.values["gpu_idle_ns"] == facts["gap_ns"] - 3_000 == 2_007_000
     assert f.values["host_wait_ns"] == facts["sync_api"][1] - facts["sync_api"][0]
-    assert f.recoverable_ns == 2_008_000 and f.severity == "high"
+    assert f.recoverable_ns == 2_005_000 and f.severity == "high"
     # two launches for one wait: at the threshold of the sync-per-launch pattern
     assert f.values["launches_per_sync_ratio"] == 2.0 and f.values["sync_per_launch"] is True
     assert "sync-per-launch" in f.message and "in the trace (no steps)" in f.message
@@ -120,7 +123,8 @@ def test_nsys_sync_per_launch_and_blocking_copy(tmp_path):
     s = fs["cuStreamSynchronize"]
     assert s.values["syncs_count"] == 10 and s.values["launches_per_sync_ratio"] == 1.0
     assert s.values["sync_per_launch"] is True
-    # gap per iteration: kernel end (108) .. next kernel (138); the last one ends at the copy (1310)
-    assert s.values["gpu_idle_ns"] == 9 * 30_000 + (1_310_000 - 1_278_000)
+    # per iteration: kernel end (108 us) .. the next launch call's return (135 us); the last gap
+    # ends when the copy starts (1310 us), inside its blocking call
+    assert s.values["gpu_idle_ns"] == 9 * 27_000 + (1_310_000 - 1_278_000)
     c = fs["cuMemcpyDtoH_v2"]
     assert c.values["syncs_count"] == 1 and c.values["gpu_idle_ns"] == 0  # nothing runs after it

@@ -12,8 +12,9 @@ Definitions used by the rules (all integer ns, per device, across streams):
   GPU rows that end at / start at its edges. A gap whose two edges were replayed by the same
   graph launch is *in a replay*: graph replay removes launch gaps by design, so such gaps are
   never blamed on the host.
-* **step** of a GPU row = the step occurrence whose range launched it (stage projection, see
-  :mod:`traceclass.analysis.stages`); rows queued before the profiler window have none.
+* **step** of a GPU row = the step that was open when its launch call started, on any thread
+  (the stage projection of :mod:`traceclass.analysis.stages`, by time); rows queued before the
+  profiler window have none.
 * **sync event** = one host-side wait: an outermost ``aten::item``/``aten::_local_scalar_dense``
   op, or the blocking CUDA/HIP calls inside one innermost op, or a lone blocking call (stream /
   event / device synchronize, blocking memcpy/memset, an async memcpy from/to pageable memory,
@@ -22,7 +23,7 @@ Definitions used by the rules (all integer ns, per device, across streams):
   blocking call inside and is no event.
 * **gap caused by a sync event** = the device gap that starts while the host waits and ends
   after the wait returned (the queue drained during the wait and stayed empty until the host
-  issued new work), counted whole and once.
+  issued new work), counted until the launch call of the work that ends it returned, once.
 """
 
 from __future__ import annotations
@@ -106,10 +107,15 @@ def steps(trace: Trace, analysis: Analysis) -> Steps:
 
 
 def gpu_steps(trace: Trace, analysis: Analysis, st: Steps) -> np.ndarray:
-    """Step index per ``trace.gpu`` row (the step that launched it), -1 for none."""
-    out = np.full(len(trace.gpu), -1, dtype=np.int64)
-    for k, o in enumerate(st.occurrence.tolist()):
-        out[analysis.occurrences.gpu_rows[o]] = k
+    """Step index per ``trace.gpu`` row: the step open when its launch call started (on any
+    thread), -1 for none; without steps every row belongs to the whole trace, including work
+    queued before the profiler started."""
+    gpu = trace.gpu
+    out = np.full(len(gpu), -1, dtype=np.int64)
+    has = gpu.api >= 0
+    out[has] = st.at(trace.api.start_ns[gpu.api[has]])
+    if st.synthetic and len(st.names):
+        out[~has] = 0
     return out
 
 
@@ -253,12 +259,13 @@ def sync_events(trace: Trace) -> SyncEvents:
     )
 
 
-def caused_idle(ev: SyncEvents, gaps: Gaps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def caused_idle(trace: Trace, ev: SyncEvents, gaps: Gaps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """GPU idle each event caused on ``gaps.device`` (see the module docstring).
 
     Returns ``(idle_ns, idle_start_ns, idle_end_ns)`` per event; 0 / -1 where none. The gap
-    must start inside the wait and end after it returned; it counts whole, once: when waits of
-    several threads hold its start, the latest wait gets it.
+    must start inside the wait and end after it returned; it counts from its start until the
+    launch call of the work that ends it returned (time after that is a GPU-side wait, not the
+    host's), once: when waits of several threads hold its start, the latest wait gets it.
     """
     n = len(ev)
     idle = np.zeros(n, np.int64)
@@ -275,9 +282,11 @@ def caused_idle(ev: SyncEvents, gaps: Gaps) -> tuple[np.ndarray, np.ndarray, np.
     order = np.lexsort((ev.wait_ns[ev_ok], gap_ok))
     last = np.r_[gap_ok[order][1:] != gap_ok[order][:-1], True] if len(order) else np.zeros(0, bool)
     ev_ok, gap_ok = ev_ok[order][last], gap_ok[order][last]
-    idle[ev_ok] = g1[gap_ok] - g0[gap_ok]
+    a = trace.gpu.api[gaps.next_row[gap_ok]]
+    stop = np.clip(np.where(a >= 0, _take(trace.api.end_ns, a), g1[gap_ok]), g0[gap_ok], g1[gap_ok])
+    idle[ev_ok] = stop - g0[gap_ok]
     i0[ev_ok] = g0[gap_ok]
-    i1[ev_ok] = g1[gap_ok]
+    i1[ev_ok] = stop
     return idle, i0, i1
 
 
