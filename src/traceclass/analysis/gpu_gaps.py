@@ -34,7 +34,6 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
@@ -522,16 +521,21 @@ def top_sequences(codes: np.ndarray, min_len: int = 3, max_len: int = 8, top: in
     n-gram's repetition (its rotations, sub-sequences and multiples) are skipped.
     """
     codes = np.asarray(codes, dtype=np.int64)
+    n = len(codes)
     cands = []
-    for length in range(min_len, min(max_len, len(codes)) + 1):
-        win = sliding_window_view(codes, length)
-        uniq, inv, cnt = np.unique(win, axis=0, return_inverse=True, return_counts=True)
-        inv = inv.reshape(-1)
+    # ids[i] = id of the n-gram starting at i, built one length at a time from numeric keys
+    ids = codes
+    for length in range(1, min(max_len, n) + 1):
+        ids, _ = group_ids(codes) if length == 1 else group_ids(ids[: n - length + 1], codes[length - 1:])
+        if length < min_len:
+            continue
+        cnt = np.bincount(ids)
         for k in np.argsort(-cnt, kind="stable")[:top].tolist():
             if cnt[k] < 2:
                 break
-            occ = _greedy_count(np.flatnonzero(inv == k), length)
-            cands.append((occ * length, -length, occ, tuple(uniq[k].tolist())))
+            pos = np.flatnonzero(ids == k)
+            occ = _greedy_count(pos, length)
+            cands.append((occ * length, -length, occ, tuple(codes[pos[0]:pos[0] + length].tolist())))
     cands.sort(key=lambda c: (-c[0], -c[1], c[3]))
     chosen: list[tuple[tuple[int, ...], int]] = []
     for _, _, occ, gram in cands:
