@@ -66,8 +66,10 @@ Thresholds
   host window to be named its cause (the majority of the time); a sync needs no share, because
   once it drained the queue everything the host does after it is exposed.
 
-Severity: recoverable time against the wall time of the steady-state steps (the whole trace
-when it has no ``ProfilerStep``).
+Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
+between already-queued kernels) against the wall time of the steady-state steps (the whole
+trace when it has no ``ProfilerStep``). ``unknown`` gaps are reported with their time but
+claim nothing (``info``): without a cause there is no fix to credit.
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, cause:
         return None
     warm = (step >= 0) & ~steady
     total = int(length[steady].sum())
-    recoverable = int(np.maximum(length[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
+    # an unknown cause has no fix to credit: the idle is reported, not claimed
+    recoverable = 0 if cause == "unknown" else int(np.maximum(length[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
     n_steps = max(len(st.steady), 1)
     per_step = []
     for k in np.unique(step[step >= 0]).tolist():
@@ -140,9 +143,10 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, cause:
                f"cause {cause}: {per}, {gg.pct(total, st.steady_ns)} % of steady step time"
                + _hint(ctx, cause, sel, causes))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, st.steady_ns), message=message,
-        recoverable_ns=recoverable,
-        estimate=(f"steady-state gap time minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
+        code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
+        severity="info" if cause == "unknown" else severity_for(recoverable, st.steady_ns),
+        estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
+                  f"steady-state gap time minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
                   f"between already-queued kernels); severity against {gg.us(st.steady_ns)} of steady step time; "
                   f"gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add them up"),
         fix=FIXES[cause], location=f"gpu{dev}:{cause}",
