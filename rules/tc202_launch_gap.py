@@ -53,9 +53,11 @@ decode/augmentation off the training thread.
 
 Example
 -------
-A step ends with ``loss.item()`` and the next step starts with 2 ms of Python before its first
-launch: the GPU idles 2.01 ms after the last kernel of the step; the host window holds the
-``cudaStreamSynchronize`` of the ``.item()``, so the gap is ``host-sync``.
+Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
+-> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
+the copy ends, while the host waits, and stays idle 100 us until the next kernel: ``host-sync``.
+The 48 us before ``aten::sum``'s kernel, with the host running ops 75 % of the time before the
+launch, is ``launch-overhead``.
 
 Thresholds
 ----------

@@ -182,6 +182,8 @@ def test_sample_tiny_ops_loop_is_a_host_storm():
     ([1, 2, 1, 2, 1, 2, 1, 2, 9, 9], [((1, 2, 1, 2), 2)]),
     ([1, 2, 1, 2, 1, 2, 9, 9], []),  # no 3-gram occurs twice without overlap
     ([1, 2, 3, 4], []),
+    ([1, 2, 3, -2, 1, 2, 3], [((1, 2, 3), 2)]),  # -2: a separator between two storms
+    ([1, 2, -2, 1, 2, -3, 1, 2], []),  # (2, 1, 2) would only exist across separators
 ])
 def test_top_sequences(codes, expect):
     assert top_sequences(codes, 3, 8) == expect

@@ -85,3 +85,12 @@ def test_idle_before_any_gpu_work_is_not_claimed(tmp_path):
     # chunks 0-6 (0-700 us) hold no GPU work at all; nothing there is claimed as recoverable
     assert f.values["low_ns"] == 700_000 and f.values["idle_by_cause_ns"]["no-gpu-work"] == 700_000
     assert f.recoverable_ns == 0 and f.severity == "info"
+
+
+def test_zero_length_kernels_only(tmp_path):
+    b = KinetoBuilder()
+    b.launch(None, "k", 1_000, 5_000, 0)
+    b.launch(None, "k", 11_000, 15_000, 0)
+    t = load(b.write(tmp_path / "zero.json"))
+    for code in ("TC201", "TC202", "TC203", "TC601"):
+        assert findings_for(t, code) == []

@@ -516,6 +516,7 @@ def _greedy_count(pos: np.ndarray, length: int) -> int:
 def top_sequences(codes: np.ndarray, min_len: int = 3, max_len: int = 8, top: int = 3) -> list[tuple[tuple[int, ...], int]]:
     """Most frequent kernel-name n-grams, as ``(codes, non-overlapping occurrences)``.
 
+    Codes below -1 are separators: no n-gram holding one is a candidate.
     Candidates are ranked by the kernels they cover without overlap (occurrences x length),
     shorter first on ties, so a repeated period wins over its multiples; stretches of a chosen
     n-gram's repetition (its rotations, sub-sequences and multiples) are skipped.
@@ -534,8 +535,11 @@ def top_sequences(codes: np.ndarray, min_len: int = 3, max_len: int = 8, top: in
             if cnt[k] < 2:
                 break
             pos = np.flatnonzero(ids == k)
+            gram = tuple(codes[pos[0]:pos[0] + length].tolist())
+            if min(gram) < -1:
+                continue
             occ = _greedy_count(pos, length)
-            cands.append((occ * length, -length, occ, tuple(codes[pos[0]:pos[0] + length].tolist())))
+            cands.append((occ * length, -length, occ, gram))
     cands.sort(key=lambda c: (-c[0], -c[1], c[3]))
     chosen: list[tuple[tuple[int, ...], int]] = []
     for _, _, occ, gram in cands:
