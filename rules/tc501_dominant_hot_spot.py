@@ -1,0 +1,192 @@
+"""Dominant hot spot: one source line holds a large share of a thread's on-CPU time.
+
+What it finds
+-------------
+In a sampled CPU profile (py-spy, speedscope, collapsed stacks, nsys CPU samples), the lines
+whose *self* time (samples where the line is the innermost frame) makes up at least
+``min_self_pct`` of one thread's on-CPU time after start-up. On-CPU time is every sample
+with a stack that is not a lock, sleep or I/O wait (kinds from
+:mod:`traceclass.analysis.frame_kinds`); import and start-up samples are left out of both
+sides (TC505 reports them), so a short run's imports do not hide the loop's hot line.
+
+Only compute kinds count as hot spots: Python compute, native/extension compute, allocation
+and copying, garbage collection. Waits are TC502/TC503, serialization TC504, data loading
+TC506. Each finding is one line (``function (file:line)``), with the threads where it
+dominates and, when the line is library code (``torch/nn/modules/linear.py``), the line of
+the program that calls it.
+
+Why it matters
+--------------
+A line with a third of a thread's time caps what optimising everything else can give
+(Amdahl: at most 1.5x) and is usually the cheapest place to win: a pure-Python loop
+vectorised with numpy or torch runs 10-100x faster. With the GIL, Python compute in any
+thread also delays every other Python thread.
+
+How to fix
+----------
+Python compute: vectorise (numpy/torch over whole arrays), move the loop to compiled code
+(``torch.compile``, numba, Cython), cache results, call it less often. Native compute (time
+in torch/numpy's C code called from the line): check the work is needed (shapes, batch,
+dtype), ``torch.get_num_threads()`` against physical cores (``torch.set_num_threads``;
+oversubscription with DataLoader workers), use ``py-spy record --native`` to see the C
+functions. Allocation and copying: preallocate and reuse buffers, in-place ops, no
+``.tolist()``/``.numpy()``/``.clone()`` per item. Garbage collection: fewer container
+objects, ``gc.freeze()`` after start-up, higher ``gc.set_threshold``.
+
+Example
+-------
+``cpu_lock.py``: ``fib (cpu_lock.py:8)`` holds 75 % of MainThread's on-CPU samples
+(234 of 310 in ``cpu_lock.idle_threads.raw.txt``): recursive Python, the fix is an
+iterative or cached ``fib``. ``torch_train.py``: ``_engine_run_backward
+(torch/autograd/graph.py:979)`` holds 56 % after start-up, called from ``train_step
+(torch_train.py:20)`` (``loss.backward()``): native compute, the thread count and batch
+decide it.
+
+Thresholds
+----------
+* ``min_self_pct`` = 30: a line at 30 % caps the speed-up from all other code at 1.43x
+  (Amdahl), which makes it the first thing to look at; below that the time is spread over
+  several lines and the report's hot-spot table is the better view. Corpus: ``fib`` line 8
+  75-80 % of MainThread (cpu_lock, every flag set), ``parent_busy`` line 11 92-97 %
+  (parent_spawns), torch's backward 55-57 % of torch_train after start-up, ``Linear.forward``
+  19-28 % (below).
+* ``min_time_ms`` = 200: 20 samples at py-spy's default 100 Hz; less is not worth a finding
+  in a profile of a run (applies when the profile's time is known).
+* ``min_samples_count`` = 20: a share read from fewer samples is too noisy to act on (the
+  relative error of a count n is about 1/sqrt(n): 22 % at 20); the same floor
+  ``cpu_profile`` uses to infer idle sampling. Applies to sampled profiles (not to timed
+  frames, which carry no counts).
+
+Severity: the line's self time against the run's length (the critical thread's sampled
+time, see :mod:`traceclass.analysis.cpu_sites`), with the usual 10 % / 3 % steps; at most
+medium for a Python line whose text was not found (or ``py-spy --function`` def lines): it
+may be a wait inside a C call, not compute.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import cpu_sites as cpus
+from traceclass.analysis.frame_kinds import PRIORITY, label
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family="cpu",
+                summary="one source line holds a large share of a thread's on-CPU time (sampled profiles)",
+                needs=("samples",))
+
+KINDS = ("python", "native", "alloc", "gc")
+LABELS = {"code": "compute (a frame without a Python file)"}
+UNVERIFIED = (" (line text not found, or only def lines recorded: a line blocked in a C call such as "
+              "time.sleep, lock.acquire or sock.recv looks the same; run traceclass where the sources are)")
+FIXES = {
+    "python": "Pure-Python work: vectorise it (numpy/torch over whole arrays), compile it (torch.compile, numba, "
+              "Cython), cache results or call it less often; with the GIL it also stalls every other Python thread.",
+    "native": "Time in compiled code (torch/numpy) called from this line: check the work is needed (shapes, batch "
+              "size, dtype), compare torch.get_num_threads() with the physical cores (torch.set_num_threads; "
+              "DataLoader workers oversubscribe), and record py-spy --native to see the C/C++ functions.",
+    "alloc": "Allocation and copying: preallocate and reuse buffers, use in-place ops, avoid per-item "
+             ".tolist()/.numpy()/.clone()/deepcopy.",
+    "code": "Make this function cheaper or call it less often; a profiler for its language (perf, py-spy --native "
+            "for extensions) shows what it does inside.",
+    "gc": "Garbage collection: create fewer container objects in the loop, gc.freeze() after start-up, raise "
+          "gc.set_threshold for allocation-heavy phases.",
+}
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    if cs is None:
+        return
+    kinds = np.array([PRIORITY[k] for k in KINDS])
+    rows = np.flatnonzero(np.isin(cs.kind, kinds) & (cs.leaf >= 0))
+    if len(rows) == 0:
+        return
+    n_g = len(cs.groups)
+    base = np.array([g.on_cpu - g.startup for g in cs.groups], dtype=np.int64)
+    pair = cs.leaf[rows] * n_g + cs.group[rows]
+    t = cpus.tally(pair, cs.value[rows], cs.count[rows])
+    hits: dict[int, list[tuple[int, int, int, float]]] = {}
+    for k, v, c in zip(t.keys.tolist(), t.value.tolist(), t.count.tolist()):
+        f, g = divmod(k, n_g)
+        share = cpus.pct(v, base[g])
+        if share >= th["min_self_pct"] and cpus.passes_floor(cs, v, c, th["min_time_ms"], th["min_samples_count"]):
+            hits.setdefault(f, []).append((g, v, c, share))
+    for f, per_group in hits.items():
+        yield _finding(cs, th, rows, f, per_group)
+
+
+def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
+             per_group: list[tuple[int, int, int, float]]) -> Finding:
+    groups = [g for g, _, _, _ in per_group]
+    mine = rows[(cs.leaf[rows] == f) & np.isin(cs.group[rows], groups)]
+    value = int(cs.value[mine].sum())
+    kind = _kind(cs, mine)
+    if kind == "python" and not _python_file(cs.file(f)):
+        kind = "code"  # no pattern matched and not a Python file: compute of unknown language
+    run = cpus.run_value(cs, mine)
+    g0, v0, _, s0 = per_group[0]
+    where = cs.frame_label(f)
+    caller = _caller(cs, mine, f)
+    others = len(per_group) - 1
+    unverified = kind == "python" and not cs.verified(f)
+    base0 = int(cs.groups[g0].on_cpu - cs.groups[g0].startup)
+    message = (f"{where} holds {s0:.0f}% of the on-CPU time after start-up on {cs.groups[g0].phrase} "
+               f"({cs.amount(v0)} of {cs.amount(base0)}; threshold {th['min_self_pct']:g}%)"
+               + (f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else "")
+               + f": {LABELS.get(kind) or label(kind)}" + (f", called from {caller}" if caller else "")
+               + (UNVERIFIED if unverified else ""))
+    evidence = [
+        Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its on-CPU time after start-up",
+                 duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
+                 values={"self_pct": round(share, 2), "self_value": v, "thread_on_cpu_value":
+                         int(cs.groups[g].on_cpu - cs.groups[g].startup), "critical_thread": cs.groups[g].critical})
+        for g, v, _, share in per_group[:20]
+    ]
+    for cf, cv, cc in _callers(cs, mine, f):
+        evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpus.pct(cv, value):.0f}% of the line's "
+                                      "self time", duration_ns=cs.ns(cv), count=cs.samples(cv),
+                                 source=cs.location(cf)))
+    ns = cs.ns(value)
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=_cap(severity_for(value, run), unverified), message=message,
+        recoverable_ns=ns or 0,
+        estimate=("upper bound: the line's self time on the threads where it dominates; how much a faster "
+                  "implementation saves cannot be read from samples. Time: " + cs.time_basis
+                  + ("" if ns is not None else "; no time, so recoverable_ns is 0")
+                  + f"; severity against the run's length ({cs.amount(run)} on the critical thread)"),
+        fix=FIXES[kind], location=where, evidence=tuple(evidence),
+        values={"function": cs.function(f), "file": cs.file(f), "line": cs.line(f), "kind": kind,
+                "self_pct": round(s0, 2), "self_ns": ns, "self_value": value, "unit": cs.unit,
+                "samples_count": cs.samples(value), "threads_count": len(per_group),
+                "caller": caller, "source_verified": not unverified, "threshold_pct": th["min_self_pct"],
+                "time_basis": cs.time_basis},
+    )
+
+
+def _python_file(path: str) -> bool:
+    return path.endswith((".py", ".pyw", ".pyx")) or path.startswith("<")
+
+
+def _cap(severity: str, unverified: bool) -> str:
+    return "medium" if unverified and severity == "high" else severity
+
+
+def _kind(cs: cpus.CpuSites, rows: np.ndarray) -> str:
+    t = cpus.tally(cs.kind[rows], cs.value[rows], cs.count[rows])
+    return cpus.KIND_CODES[int(t.keys[0])]
+
+
+def _callers(cs: cpus.CpuSites, rows: np.ndarray, f: int, limit: int = 3) -> list[tuple[int, int, int]]:
+    """User lines calling a library hot line (none when the line is the program's own)."""
+    u = cs.user[rows]
+    keep = (u >= 0) & (u != f)
+    t = cpus.tally(u[keep], cs.value[rows][keep], cs.count[rows][keep])
+    return list(zip(t.keys[:limit].tolist(), t.value[:limit].tolist(), t.count[:limit].tolist()))
+
+
+def _caller(cs: cpus.CpuSites, rows: np.ndarray, f: int) -> str:
+    top = _callers(cs, rows, f, 1)
+    return cs.frame_label(top[0][0]) if top else ""

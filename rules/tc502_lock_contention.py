@@ -1,0 +1,145 @@
+"""Lock contention: threads of the program wait to acquire a lock another thread holds.
+
+What it finds
+-------------
+In a sampled CPU profile, the time threads spend blocked *acquiring* a lock: ``with lock:``
+and ``lock.acquire()`` lines, ``Lock``/``RLock``/``Semaphore`` acquire frames, and with
+``py-spy --native`` mutex and futex waits and the GIL (``take_gil``). Lock-kind waits that
+hand off to another thread or process are not contention and are left out: ``join``,
+``queue.get``/``put``, ``Event``/``Condition.wait``, ``future.result``, ``Popen.wait``,
+``Connection.recv`` (a frame with such a name anywhere on the stack, or a leaf line calling
+one). Such waits are the other side's work: its hot spots (TC501) are the place to look.
+
+Waits are grouped by the function of the program that waits (the innermost frame outside
+the standard library and installed packages; the leaf when there is none), so a lock taken
+inside ``queue.py`` is charged to the caller. One finding per function, with each line and
+thread as evidence. The share is the summed wait against the run's length: the sampled time
+of the critical thread of the processes involved (see
+:mod:`traceclass.analysis.cpu_sites`).
+
+py-spy sees waits only in samples of idle threads, which it drops unless recorded with
+``--idle``: without it the wait is under-counted and the message says so.
+
+Why it matters
+--------------
+A blocked thread does nothing: the parallelism the threads were meant to give is lost, and
+when the critical thread waits, the whole run waits. A lock held across I/O or heavy
+compute serialises every thread that needs it.
+
+How to fix
+----------
+Hold locks briefly: copy what is needed inside the critical section and do the I/O or
+compute outside it. Split one coarse lock into finer ones, or hand work over through
+``queue.Queue`` or per-thread buffers instead of sharing state. GIL waits (``take_gil``):
+CPU-bound Python threads take turns on one interpreter lock; move that work to processes
+(``multiprocessing``, DataLoader workers) or into native code that releases the GIL.
+
+Example
+-------
+``cpu_lock.py``: thread ``lock-waiter`` waits 3.06 s on ``with lock:`` at
+``waiter (cpu_lock.py:19)``, 98.7 % of the run (306 of the main thread's 310 samples in
+``cpu_lock.idle_threads.raw.txt``), because the main thread holds the lock for the whole
+loop.
+
+Thresholds
+----------
+* ``min_wait_pct`` = 5: the share of the run at which TensorBoard's profiler starts
+  recommending a fix for DataLoader time (its "> 5 % of the step" rule); the same bar for a
+  wait. Corpus: ``lock-waiter`` 98-99 % with ``--idle``, 6.4 % without it (20 samples kept
+  of ~310); the main thread's final ``Thread.join`` (1.3 %) is a hand-off, not counted.
+* ``min_time_ms`` = 200: 20 samples at py-spy's default 100 Hz; shorter waits are not
+  worth a finding (applies when the profile's time is known).
+* ``min_samples_count`` = 20: fewer samples give a share with more than ~22 % relative
+  error (1/sqrt(n)); the floor ``cpu_profile`` uses to infer idle sampling. Applies to
+  sampled profiles.
+
+Severity: the wait against the run's length (10 % / 3 % steps); at most medium when the
+critical thread does not wait there (other threads' waits delay the run only if their work
+is on its critical path).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from traceclass.analysis import cpu_sites as cpus
+from traceclass.analysis.frame_kinds import PRIORITY
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+
+RULE = RuleInfo(code="TC502", name="lock-contention", family="cpu",
+                summary="threads blocked acquiring a lock (or the GIL) that another thread holds (sampled profiles)",
+                needs=("samples",))
+
+FIX = ("Hold the lock briefly: copy what is needed inside the critical section and do I/O or compute outside "
+       "it; split a coarse lock into finer ones, or hand work over through queue.Queue / per-thread buffers "
+       "instead of shared state.")
+FIX_GIL = ("GIL contention: CPU-bound Python threads take turns on the interpreter lock; move that work to "
+           "processes (multiprocessing, DataLoader num_workers > 0) or to native code that releases the GIL.")
+
+
+def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
+    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    if cs is None:
+        return
+    rows = np.flatnonzero((cs.kind == PRIORITY["lock"]) & ~cs.handoff)
+    if len(rows) == 0:
+        return
+    keys = cpus.function_keys(cs, cpus.site_frames(cs, rows))
+    for _, sel in cpus.by_key(keys, rows, cs):
+        value, count = int(cs.value[sel].sum()), int(cs.count[sel].sum())
+        run = cpus.run_value(cs, sel)
+        share = cpus.pct(value, run)
+        if share < th["min_wait_pct"] or not cpus.passes_floor(cs, value, count, th["min_time_ms"],
+                                                                th["min_samples_count"]):
+            continue
+        yield _finding(cs, th, sel, value, run, share)
+
+
+def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
+             share: float) -> Finding:
+    lines = cpus.lines(cs, sel, 20)
+    f0, g0, v0, _ = lines[0]
+    site = cpus.site_frames(cs, sel[:1])[0]
+    function, file = cs.function(int(site)), cs.file(int(site))
+    crit = int(cs.value[sel][cs.critical[sel]].sum())
+    gil = int(cs.value[sel][cpus.gil_mask(cs, sel)].sum())
+    leaf = cpus.top_leaf(cs, sel)
+    threads = sorted({g for _, g, _, _ in lines}, key=lambda g: -int(cs.value[sel][cs.group[sel] == g].sum()))
+    who = ", ".join(cs.groups[g].label for g in threads[:3]) + (f" and {len(threads) - 3} more" if len(threads) > 3 else "")
+    inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
+    g = cs.groups[threads[0]]
+    one = len(threads) == 1 and not (g.merged and (not g.main or g.label == "all threads"))
+    message = (f"{who} wait{'s' if one else ''} {cs.amount(value)} to acquire a lock at "
+               f"{cs.location(f0)}{inside}, {share:.1f}% of the run's {cs.amount(run)} (threshold "
+               f"{th['min_wait_pct']:g}%)"
+               + (f"; the critical thread waits {cs.amount(crit)} of it" if crit else
+                  "; the critical thread does not wait here")
+               + (f"; {cpus.pct(gil, value):.0f}% is GIL waiting" if gil else "") + cpus.idle_note(cs))
+    evidence = tuple(
+        Evidence(what=f"{cs.groups[g].label} waits at {cs.frame_label(f)}"
+                      + (" (critical thread)" if cs.groups[g].critical else ""),
+                 duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
+                 values={"wait_value": v, "wait_pct_of_thread": round(cpus.pct(v, cs.groups[g].value), 2),
+                         "critical_thread": cs.groups[g].critical})
+        for f, g, v, _ in lines
+    )
+    severity = severity_for(value, run)
+    if not crit and severity == "high":
+        severity = "medium"
+    ns = cs.ns(value)
+    return Finding(
+        code=RULE.code, name=RULE.name, severity=severity, message=message, recoverable_ns=ns or 0,
+        estimate=("upper bound: the time threads spent blocked on this lock; it shortens the run only as far as "
+                  f"the blocked work is on its critical path (critical thread: {cs.amount(crit)}). Time: "
+                  + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")),
+        fix=FIX_GIL if gil * 2 > value else FIX,
+        location=f"{function} ({file})" if file else function,
+        evidence=evidence,
+        values={"function": function, "file": file, "line": cs.line(f0), "wait_ns": ns, "wait_value": value,
+                "unit": cs.unit, "samples_count": cs.samples(value), "wait_pct_of_run": round(share, 2),
+                "critical_wait_ns": cs.ns(crit), "gil_wait_ns": cs.ns(gil), "threads_count": len(threads),
+                "includes_idle": cs.includes_idle, "threshold_pct": th["min_wait_pct"],
+                "time_basis": cs.time_basis},
+    )
