@@ -117,7 +117,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
     trace = ctx.trace
     gpu, api, ops = trace.gpu, trace.api, trace.ops
-    step_of = gg.gpu_steps(trace, ctx.analysis, st)
+    step_of = gg.gpu_steps(trace, st)
     floor = int(th["kernel_gap_floor_us"] * 1000)
     out = []
     for dev in gg.active_devices(trace):

@@ -105,7 +105,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if len(trace.gpu) == 0:
         return
     st = gg.steps(trace, ctx.analysis)
-    step_of_row = gg.gpu_steps(trace, ctx.analysis, st)
+    step_of_row = gg.gpu_steps(trace, st)
     host = gg.host_view(trace, gg.sync_events(trace))
     min_gap = int(th["min_gap_us"] * 1000)
     for dev in gg.active_devices(trace):

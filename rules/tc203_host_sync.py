@@ -65,7 +65,6 @@ whole trace when it has no ``ProfilerStep``); ``info`` when the site caused no m
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -129,7 +128,7 @@ def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
                     chains[parent] = gg.op_chain(trace, parent, 2)
                 where = f"in {chains[parent]}"
         else:
-            label = trace.strings[trace.api.name[a]] if a >= 0 else ev.apis[k][0]
+            label = trace.strings[trace.api.name[a]] if a >= 0 else ev.calls(k)[0]
             where = src[k] and f"at {src[k]}"
         out.append(f"{label} {where}" if where else label)
     return np.array(out, dtype=object)
@@ -147,7 +146,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
     recoverable = int(np.maximum(idle[s_sel] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
-    apis = Counter(a for k in s_sel.tolist() for a in ev.apis[k])
+    apis = ev.call_counts(s_sel)
     launches = _launches(ctx, st, ev, s_sel)
     ratio = launches / count
     pattern = ratio <= th["max_launches_per_sync_ratio"]
@@ -156,7 +155,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     how_often = "in the trace (no steps)" if st.synthetic else f"in {n_steps} steady steps ({per_step:.4g} per step)"
     message = (f"{site}: {count} host waits {how_often} blocked the host {gg.us(wait)} and left GPU "
                f"{', '.join(str(d) for d in devices)} idle {gg.us(caused)} after them ({gg.pct(caused, st.steady_ns)} % "
-               f"of steady step time); calls: {', '.join(f'{a} x{c}' for a, c in apis.most_common(3))}")
+               f"of steady step time); calls: {', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
                     f"sync-per-launch, the host never runs ahead of the GPU")
@@ -175,7 +174,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3), "steady_steps_count": len(st.steady),
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
-                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "api_counts": dict(apis),
+                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
                 "devices": devices, "per_step": per[:50]},
@@ -205,13 +204,13 @@ def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, st
         wait = int(ev.end_ns[k] - ev.wait_ns[k])
         op = int(ev.op[k])
         out.append(Evidence(
-            what=(f"{' + '.join(ev.apis[k]) or trace.strings[trace.ops.name[op]]} waited {gg.us(wait)}, "
+            what=(f"{' + '.join(ev.calls(k)) or trace.strings[trace.ops.name[op]]} waited {gg.us(wait)}, "
                   f"GPU idle {gg.us(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
             start_ns=int(ev.start_ns[k]), end_ns=int(ev.end_ns[k]), duration_ns=int(ev.end_ns[k] - ev.start_ns[k]),
             ops=(gg.op_chain(trace, op, 3),) if op >= 0 else (), source=src[j],
             values={"host_wait_ns": wait, "gpu_idle_ns": int(idle[k]),
                     "gpu_idle_start_ns": int(i0[k]) if i0[k] >= 0 else None,
                     "gpu_idle_end_ns": int(i1[k]) if i1[k] >= 0 else None,
-                    "apis": list(ev.apis[k]), "device": int(ev.device[k]), "step": st.names[s]},
+                    "apis": list(ev.calls(k)), "device": int(ev.device[k]), "step": st.names[s]},
         ))
     return tuple(out)

@@ -158,7 +158,7 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
     waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
     w.update(idle=idle, by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
-             waits=Counter(a for k in waits.tolist() for a in (ev.apis[k] or ("wait",))),
+             waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
              top=tuple(n for n, _ in gg.name_counts(trace, gpu.name[kern])[:3]))
 
 
@@ -181,6 +181,7 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
     kernels = sum(w["kernels"] for w in steady)
     short = sum(w["short"] for w in steady)
     waits: Counter[str] = Counter()
+    wait_events = sum(w["wait_events"] for w in steady)
     for w in steady:
         waits.update(w["waits"])
     explained = _explained(by_cause, between_short)
@@ -190,7 +191,7 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
                f"{gg.us(length)}, {gg.pct(length, analysed)} % of the analysed time, {gg.pct(busy, length)} % busy "
                f"inside; its {gg.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
                f"{th['short_kernel_us']:g} us, {gg.pct(between_short, idle)} % of the idle is launch overhead between two of them"
-               + (f"; {sum(waits.values())} host waits" if waits else "")
+               + (f"; {wait_events} host waits" if wait_events else "")
                + (" -> see " + ", ".join(f"{k} ({gg.us(v)})" for k, v in explained.items()) if explained else ""))
     evidence = []
     for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
@@ -205,7 +206,8 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
             start_ns=w["start"], end_ns=w["end"], duration_ns=n, count=w["kernels"], kernels=w["top"],
             values={"busy_ns": w["busy"], "util_pct": gg.pct(w["busy"], n), "idle_ns": w["idle"],
                     "idle_by_cause_ns": w["by_cause"], "kernels_count": w["kernels"],
-                    "short_kernels_count": w["short"], "wait_counts": dict(w["waits"]), "chunk_ns": w["chunk"],
+                    "short_kernels_count": w["short"], "host_waits_count": w["wait_events"],
+                    "host_wait_call_counts": dict(w["waits"]), "chunk_ns": w["chunk"],
                     "idle_between_short_kernels_ns": w["between_short"], "step": st.names[w["step"]],
                     "explained_by_ns": _explained(w["by_cause"], w["between_short"])},
         ))
@@ -224,7 +226,7 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
         values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, analysed),
                 "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
-                "host_wait_counts": dict(waits),
+                "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),
                 "explained_by_ns": explained, "analysed_ns": analysed, "warmup_windows_count": len(warm),
                 "warmup_idle_ns": sum(w["idle"] for w in warm), "threshold_pct": th["max_util_pct"]},
     )

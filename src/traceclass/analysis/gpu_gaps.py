@@ -1,7 +1,7 @@
 """GPU idle gaps, host syncs and small-kernel runs: the shared logic of TC201, TC202, TC203, TC601.
 
-Everything here is columnar: loops run over devices, threads, steps or a bounded number of
-evidence rows, never over the rows of a table.
+Everything here is columnar: loops run over devices, threads, steps, n-gram lengths or a
+bounded number of evidence rows, never over the rows of a table.
 
 Definitions used by the rules (all integer ns, per device, across streams):
 
@@ -41,6 +41,7 @@ from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, ApiKind, CopyKind, GpuKind, MemKind, Trace
 from traceclass.model.enums import BLOCKING_API_KINDS
 from traceclass.model.nesting import ancestors_until, group_ids, innermost_containing, lookup2
+from traceclass.model.strings import StringTable
 
 #: GPU-side gap between two kernels that were already queued (what remains after graph replay
 #: or with a host that runs ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100, A100, H100 and
@@ -105,7 +106,7 @@ def steps(trace: Trace, analysis: Analysis) -> Steps:
     return Steps(tuple(names), occ.start_ns[rows], occ.end_ns[rows], occ.warmup[rows], rows, occ.synthetic)
 
 
-def gpu_steps(trace: Trace, analysis: Analysis, st: Steps) -> np.ndarray:
+def gpu_steps(trace: Trace, st: Steps) -> np.ndarray:
     """Step index per ``trace.gpu`` row: the step open when its launch call started (on any
     thread), -1 for none; without steps every row belongs to the whole trace, including work
     queued before the profiler started."""
@@ -128,11 +129,6 @@ def active_devices(trace: Trace) -> list[int]:
 def device_rows(trace: Trace, device: int) -> np.ndarray:
     gpu = trace.gpu
     return np.flatnonzero((gpu.device == device) & (gpu.kind != GpuKind.SYNC))
-
-
-def device_busy(trace: Trace, device: int) -> tl.Intervals:
-    rows = device_rows(trace, device)
-    return tl.merge(trace.gpu.start_ns[rows], trace.gpu.end_ns[rows])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,11 +183,25 @@ class SyncEvents:
     tid: np.ndarray
     op: np.ndarray  # item op / innermost op holding the calls, -1 for bare calls
     api: np.ndarray  # first blocking call, -1 for item ops without recorded calls
-    apis: list[tuple[str, ...]]  # names of the blocking calls inside
     device: np.ndarray
+    call_event: np.ndarray  # per blocking call (or lone GPU sync record): its event
+    call_name: np.ndarray  # per blocking call: name (string code)
+    strings: StringTable
 
     def __len__(self) -> int:
         return len(self.start_ns)
+
+    def call_counts(self, events: np.ndarray) -> dict[str, int]:
+        """Blocking calls of these events by name, most frequent first."""
+        inside = np.zeros(len(self), dtype=bool)
+        inside[np.asarray(events, dtype=np.int64)] = True
+        codes, counts = np.unique(self.call_name[inside[self.call_event]], return_counts=True)
+        order = np.lexsort((codes, -counts))
+        return {self.strings[int(codes[k])]: int(counts[k]) for k in order}
+
+    def calls(self, event: int) -> tuple[str, ...]:
+        """Names of one event's blocking calls, in order, each once."""
+        return tuple(dict.fromkeys(self.strings[int(c)] for c in self.call_name[self.call_event == event]))
 
 
 def blocking_api_mask(trace: Trace) -> np.ndarray:
@@ -234,8 +244,7 @@ def sync_events(trace: Trace) -> SyncEvents:
     w1 = np.maximum.reduceat(api.end_ns[blk], firsts) if len(blk) else np.zeros(0, np.int64)
     s0 = np.where(op_of >= 0, _take(ops.start_ns, op_of), w0)
     s1 = np.where(op_of >= 0, np.maximum(_take(ops.end_ns, op_of), w1), w1)
-    names = trace.strings.decode(api.name[blk])
-    apis = [tuple(dict.fromkeys(names[a:b].tolist())) for a, b in zip(firsts.tolist(), lasts.tolist())]
+    call_event = np.repeat(np.arange(len(firsts)), lasts - firsts)
     # an item op with no blocking call inside read a CPU tensor (no wait); only a trace without
     # runtime calls at all leaves the op itself as the best record of a wait
     bare_items = np.flatnonzero(outer_item) if (len(api) == 0 and len(gpu)) else np.zeros(0, np.int64)
@@ -245,6 +254,7 @@ def sync_events(trace: Trace) -> SyncEvents:
     lone = np.flatnonzero((gpu.kind == GpuKind.SYNC) & (gpu.api < 0)
                           & ~trace.strings.mask(gpu.name, lambda x: x == "Stream Wait Event"))
     nb, nl = len(bare_items), len(lone)
+    first_lone = len(firsts) + nb
     return SyncEvents(
         start_ns=np.r_[s0, ops.start_ns[bare_items], gpu.start_ns[lone]].astype(np.int64),
         wait_ns=np.r_[w0, ops.start_ns[bare_items], gpu.start_ns[lone]].astype(np.int64),
@@ -253,8 +263,10 @@ def sync_events(trace: Trace) -> SyncEvents:
         tid=np.r_[api.tid[first_api], ops.tid[bare_items], np.full(nl, -1)].astype(np.int64),
         op=np.r_[op_of, bare_items, np.full(nl, -1)].astype(np.int64),
         api=np.r_[first_api, np.full(nb + nl, -1)].astype(np.int64),
-        apis=apis + [()] * nb + [(trace.strings[c],) for c in gpu.name[lone].tolist()],
         device=np.r_[np.where(dev >= 0, dev, fallback), np.full(nb, fallback), gpu.device[lone]].astype(np.int64),
+        call_event=np.r_[call_event, first_lone + np.arange(nl)].astype(np.int64),
+        call_name=np.r_[api.name[blk], gpu.name[lone]].astype(np.int64),
+        strings=trace.strings,
     )
 
 
