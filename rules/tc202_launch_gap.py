@@ -26,8 +26,9 @@ moment the GPU went idle to the start of that launch call. In this order:
 The part of the gap after the launch call returned, the launch call itself and the host window
 are compared first; the largest decides between GPU-side wait, launch call and host window.
 
-One finding per device and cause, with totals per step; the first ``warmup_steps`` steps are
-reported apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
+One finding per device and cause, with totals per step (a gap belongs to the step in which the
+work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
+apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
 removes launch gaps by design).
 
 How it differs from the peers: HTA's idle-time breakdown works per stream, rounds to whole

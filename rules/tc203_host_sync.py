@@ -16,18 +16,18 @@ host waited, and the GPU idle time it caused. Sources:
 * the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
   form one event of that op.
 
-Site = the op (or, without ops, the call) + the user source line when the trace has Python
-stacks, else the enclosing op chain (without ops, as in plain nsys exports: the call). Caused GPU idle of one wait, on its
+Site = the op (or, without ops as in plain nsys exports, the call) + the user source line when
+the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one wait, on its
 device: the idle gap that starts while the host waits (the GPU drained its queue during the
 wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
 counted until the launch call of the work that ends the gap returned (time after that is a
 GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
 ``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
-host window or most of the gap lies after the next launch. Gaps that start before the wait were not
-caused by it (TC202 attributes them); a wait at the end of the trace, after the last GPU work,
-causes nothing measurable. When the thread launches at most ``max_launches_per_sync_ratio``
-kernels per wait, the message names the sync-per-launch pattern: the host never queues work
-ahead of the GPU.
+host window or most of the gap lies after the next launch. Gaps that start before the wait
+were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
+GPU work, causes nothing measurable. When the thread launches at most
+``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
+pattern: the host never queues work ahead of the GPU.
 
 Why it matters
 --------------
