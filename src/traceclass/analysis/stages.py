@@ -122,7 +122,10 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
     # to it (autograd and DDP threads open ranges of their own); other stages keep to their
     # thread and its helper threads
     scope_pid = np.where(is_step_row(kinds_row), -1, pid)
-    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, scope_pid, tid)
+    whole = np.zeros(len(start), dtype=bool)
+    if synthetic:
+        whole[-1] = True
+    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, scope_pid, tid, whole)
     ops = trace.ops
     op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, scope_pid, tid, helper_threads(trace))
     return Occurrences(
@@ -216,7 +219,7 @@ def rows_within(
     return out
 
 
-def _gpu_projection(trace, start, end, pid, tid):  # type: ignore[no-untyped-def]
+def _gpu_projection(trace, start, end, pid, tid, whole):  # type: ignore[no-untyped-def]
     """Union of launched GPU work per range, its span, and the GPU rows themselves."""
     n = len(start)
     busy = np.full(n, -1, dtype=np.int64)
@@ -234,7 +237,7 @@ def _gpu_projection(trace, start, end, pid, tid):  # type: ignore[no-untyped-def
     calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helper_threads(trace))
     all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
     for i, c in enumerate(calls):
-        if pid[i] < 0:
+        if whole[i]:  # the synthetic whole-trace step owns all GPU work, launched or not
             sel = all_active
         else:
             c = np.sort(c)

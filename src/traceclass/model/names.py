@@ -45,9 +45,11 @@ def short_kernel_name(full: str, limit: int = 120) -> str:
             out.append(c)
         i += 1
     name = "".join(out).strip() or full.strip()
-    # "std::enable_if<...>::type kernel" style return types leave a space-separated prefix
-    if " " in name and "::" in name.split(" ")[-1]:
-        name = name.split(" ")[-1]
+    # "std::enable_if<...>::type kernel" style return types leave a space-separated prefix;
+    # the space inside "(anonymous namespace)" is not one
+    protected = name.replace(_ANON, "\0")
+    if " " in protected and "::" in protected.split(" ")[-1]:
+        name = protected.split(" ")[-1].replace("\0", _ANON)
     if len(name) > limit:
         name = name[: limit - 1] + "…"
     return name
