@@ -1,0 +1,100 @@
+"""TC501 dominant-hot-spot: exact shares on hand-built profiles, start-up left out, callers, corpus."""
+
+from __future__ import annotations
+
+from conftest import corpus
+from ruletest import findings_for
+from sampled_files import BOOT, IMPORT, collapsed, source, speedscope
+from traceclass.ingest import load
+from traceclass.ingest.sourcelines import attach_source_lines
+
+APP = source({12: "total += score(x)", 13: "x = next_item()", 20: "return sum(v * v for v in vec)",
+              25: "with LOCK:", 30: "main()"})
+MAIN = "thread (100): MainThread;<module> (app.py:30)"
+
+
+def test_hot_line_share_of_on_cpu_time_after_start_up(tmp_path):
+    t = collapsed(tmp_path, [
+        (f"{MAIN};loop (app.py:12)", 70),
+        (f"{MAIN};loop (app.py:13)", 20),
+        (f"{MAIN};score (app.py:20)", 10),
+        (f"thread (100): MainThread;<module> (app.py:1);{IMPORT};<module> (numpy/__init__.py:10)", 100),
+        # a thread blocked on a lock: waiting, not on-CPU, and not part of MainThread's time
+        (f"thread (101): worker;{BOOT};work (app.py:25)", 150),
+    ], {"app.py": APP})
+    (f,) = findings_for(t, "TC501")
+    assert f.location == "loop (app.py:12)"
+    assert f.values["self_pct"] == 70.0  # 70 of 100 on-CPU samples after start-up (imports left out)
+    assert f.values["samples_count"] == 70 and f.values["kind"] == "python"
+    assert f.recoverable_ns == 70 * 10_000_000  # py-spy's default 100 Hz, collapsed stacks carry no rate
+    assert "loop (app.py:12) holds 70% of the on-CPU time after start-up on thread MainThread (tid 100)" in f.message
+    assert "700 ms (70 samples) of 1 s (100 samples)" in f.message
+    assert f.severity == "high"  # 70 of MainThread's 200 samples
+    assert f.evidence[0].source == "app.py:12" and f.evidence[0].count == 70
+    assert "py-spy's default --rate 100" in f.estimate and "upper bound" in f.estimate
+    assert "vectorise" in f.fix
+
+
+def test_below_the_share_or_the_sample_floor_is_silent(tmp_path):
+    spread = collapsed(tmp_path, [(f"{MAIN};loop (app.py:12)", 29), (f"{MAIN};loop (app.py:13)", 29),
+                                  (f"{MAIN};score (app.py:20)", 29), (MAIN, 13)], {"app.py": APP})
+    assert findings_for(spread, "TC501") == []  # 29 / 100 < 30 %
+    assert [f.values["self_pct"] for f in findings_for(spread, "TC501", min_self_pct=29)] == [29.0] * 3
+    few = collapsed(tmp_path, [(f"{MAIN};loop (app.py:12)", 19)], {"app.py": APP}, name="few.raw.txt")
+    assert findings_for(few, "TC501") == []  # 100 % but 19 samples < 20
+    assert len(findings_for(few, "TC501", min_samples_count=19, min_time_ms=190)) == 1
+
+
+def test_library_hot_line_names_the_calling_line(tmp_path):
+    t = collapsed(tmp_path, [
+        (f"{MAIN};train_step (app.py:13);Module._call_impl (torch/nn/modules/module.py:1527);"
+         "Linear.forward (torch/nn/modules/linear.py:134)", 60),
+        (f"{MAIN};train_step (app.py:12)", 25),
+        (MAIN, 15),
+    ], {"app.py": APP})
+    (f,) = findings_for(t, "TC501")
+    assert f.location == "Linear.forward (torch/nn/modules/linear.py:134)"
+    assert f.values["kind"] == "native" and f.values["caller"] == "train_step (app.py:13)"
+    assert "called from train_step (app.py:13)" in f.message
+    assert "torch.set_num_threads" in f.fix
+    assert [e.source for e in f.evidence] == ["torch/nn/modules/linear.py:134", "app.py:13"]
+
+
+def test_line_without_source_text_is_flagged_as_unverified(tmp_path):
+    t = collapsed(tmp_path, [(f"{MAIN};loop (gone.py:12)", 80), (f"{MAIN};loop (gone.py:13)", 20)])
+    (f,) = findings_for(t, "TC501")
+    assert f.values["source_verified"] is False and f.severity == "medium"
+    assert "line text not found" in f.message
+
+
+def test_speedscope_weights_give_exact_time(tmp_path):
+    t = speedscope(tmp_path, {'Thread 7 "MainThread"': [
+        (["<module> (app.py:30)", "loop (app.py:12)"], 90),
+        (["<module> (app.py:30)", "loop (app.py:13)"], 10),
+    ]}, {"app.py": APP}, rate_hz=250)
+    (f,) = findings_for(t, "TC501")
+    assert f.recoverable_ns == 90 * 4_000_000 and f.values["self_pct"] == 90.0
+    assert f.values["samples_count"] == 90 and "sample weights" in f.estimate
+    assert f.location.startswith("loop (") and f.location.endswith("app.py:12)")
+    # 180 ms at 250 Hz is below the 200 ms floor even with 45 samples
+    short = speedscope(tmp_path, {'Thread 7 "MainThread"': [(["<module> (app.py:30)", "loop (app.py:12)"], 45)]},
+                       rate_hz=250)
+    assert findings_for(short, "TC501") == []
+
+
+def test_corpus_fib_is_the_hot_spot():
+    t = attach_source_lines(load(corpus("pyspy", "cpu_lock.idle_threads.raw.txt")), [corpus("pyspy", "workloads")])
+    (f,) = findings_for(t, "TC501")  # lock-waiter and sleeper-io wait: no hot spot there
+    assert f.location == "fib (cpu_lock.py:8)"
+    assert f.values["samples_count"] == 234
+    assert round(f.values["self_pct"], 2) == round(100 * 234 / 306, 2)  # MainThread: 306 on-CPU of 310
+    assert f.evidence[0].source == "cpu_lock.py:8"
+
+
+def test_corpus_torch_backward_after_start_up():
+    t = load(corpus("pyspy", "torch_train.default.raw.txt"))
+    (f,) = findings_for(t, "TC501")
+    assert f.location == "_engine_run_backward (torch/autograd/graph.py:979)"
+    assert f.values["samples_count"] == 181
+    assert round(f.values["self_pct"], 1) == 55.5  # 181 of 326 on-CPU samples after 380 of imports
+    assert f.values["caller"] == "train_step (torch_train.py:20)"
