@@ -57,7 +57,11 @@ Thresholds
   ``cpu_profile`` uses to infer idle sampling. Applies to sampled profiles (not to timed
   frames, which carry no counts).
 
-Severity: the line's self time against the run's length (the critical thread's sampled
+Recoverable time: the line's self time on the critical threads where it dominates, and on
+other threads when it runs under the GIL (Python compute, GC): native code and copies on a
+background thread run in parallel with the critical thread and do not lengthen the run.
+
+Severity: that time against the run's length (the critical thread's sampled
 time, see :mod:`traceclass.analysis.cpu_sites`), with the usual 10 % / 3 % steps; at most
 medium for a Python line whose text was not found (or ``py-spy --function`` def lines): it
 may be a wait inside a C call, not compute.
@@ -78,6 +82,7 @@ RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family="cpu",
                 needs=("samples",))
 
 KINDS = ("python", "native", "alloc", "gc")
+GIL_KINDS = ("python", "gc")
 LABELS = {"code": "compute (a frame without a Python file)"}
 UNVERIFIED = (" (line text not found, or only def lines recorded: a line blocked in a C call such as "
               "time.sleep, lock.acquire or sock.recv looks the same; run traceclass where the sources are)")
@@ -149,17 +154,22 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpus.pct(cv, value):.0f}% of the line's "
                                       "self time", duration_ns=cs.ns(cv), count=cs.samples(cv),
                                  source=cs.location(cf)))
+    # off the critical thread a line delays the run only while it holds the GIL (Python, GC)
+    counted = sum(v for g, v, _, _ in per_group if cs.groups[g].critical or kind in GIL_KINDS)
     ns = cs.ns(value)
+    rec_ns = cs.ns(counted)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=_cap(severity_for(value, run), unverified), message=message,
-        recoverable_ns=ns or 0,
-        estimate=("upper bound: the line's self time on the threads where it dominates; how much a faster "
-                  "implementation saves cannot be read from samples. Time: " + cs.time_basis
-                  + ("" if ns is not None else "; no time, so recoverable_ns is 0")
+        code=RULE.code, name=RULE.name, severity=_cap(severity_for(counted, run), unverified), message=message,
+        recoverable_ns=rec_ns or 0,
+        estimate=("upper bound: the line's self time on the critical threads where it dominates, and on other "
+                  "threads when it holds the GIL (Python compute, GC: no other Python thread of the process runs "
+                  "meanwhile); how much a faster implementation saves cannot be read from samples. Time: "
+                  + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")
                   + f"; severity against the run's length ({cs.amount(run)} on the critical thread)"),
         fix=FIXES[kind], location=where, evidence=tuple(evidence),
         values={"function": cs.function(f), "file": cs.file(f), "line": cs.line(f), "kind": kind,
-                "self_pct": round(s0, 2), "self_ns": ns, "self_value": value, "unit": cs.unit,
+                "self_pct": round(s0, 2), "self_ns": ns, "self_value": value, "counted_value": counted,
+                "unit": cs.unit,
                 "samples_count": cs.samples(value), "threads_count": len(per_group),
                 "caller": caller, "source_verified": not unverified, "threshold_pct": th["min_self_pct"],
                 "time_basis": cs.time_basis},

@@ -39,7 +39,9 @@ Example
 ``cpu_lock.py``: thread ``lock-waiter`` waits 3.06 s on ``with lock:`` at
 ``waiter (cpu_lock.py:19)``, 98.7 % of the run (306 of the main thread's 310 samples in
 ``cpu_lock.idle_threads.raw.txt``), because the main thread holds the lock for the whole
-loop.
+loop. The main thread never waits for it except in its final ``join`` (4 samples), so 40 ms
+is recoverable and the finding is low: the lock costs the waiter its work, not the run its
+time.
 
 Thresholds
 ----------
@@ -53,9 +55,11 @@ Thresholds
   error (1/sqrt(n)); the floor ``cpu_profile`` uses to infer idle sampling. Applies to
   sampled profiles.
 
-Severity: the wait against the run's length (10 % / 3 % steps); at most medium when the
-critical thread does not wait there (other threads' waits delay the run only if their work
-is on its critical path).
+Recoverable time and severity: the critical thread's own wait there, plus the other threads'
+wait up to the time the critical thread spent waiting for other threads (``join``,
+``queue.get``, ``future.result``): a blocked thread delays the run only where someone waits
+for its work. Severity is that time against the run's length (10 % / 3 % steps), so a
+worker blocked all run long behind a lock nobody waits on is reported, but low.
 """
 
 from __future__ import annotations
@@ -125,21 +129,25 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
                          "critical_thread": cs.groups[g].critical})
         for f, g, v, _ in lines
     )
-    severity = severity_for(value, run)
-    if not crit and severity == "high":
-        severity = "medium"
+    # other threads' waits shorten the run only where the critical thread waits for them
+    handoff = sum(g.handoff for g in cs.groups if g.critical and g.pid in {cs.groups[x].pid for x in threads})
+    recoverable = crit + min(value - crit, handoff)
     ns = cs.ns(value)
+    rec_ns = cs.ns(recoverable)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity, message=message, recoverable_ns=ns or 0,
-        estimate=("upper bound: the time threads spent blocked on this lock; it shortens the run only as far as "
-                  f"the blocked work is on its critical path (critical thread: {cs.amount(crit)}). Time: "
-                  + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")),
+        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, run), message=message,
+        recoverable_ns=rec_ns or 0,
+        estimate=(f"upper bound: the critical thread's wait on this lock ({cs.amount(crit)}) plus the other threads' "
+                  f"wait ({cs.amount(value - crit)}) up to the time the critical thread waited for other threads "
+                  f"(join, queue.get, future.result: {cs.amount(handoff)}); blocked threads off the critical path do "
+                  "not make the run longer. Time: " + cs.time_basis
+                  + ("" if ns is not None else "; no time, so recoverable_ns is 0")),
         fix=FIX_GIL if gil * 2 > value else FIX,
         location=f"{function} ({file})" if file else function,
         evidence=evidence,
         values={"function": function, "file": file, "line": cs.line(f0), "wait_ns": ns, "wait_value": value,
                 "unit": cs.unit, "samples_count": cs.samples(value), "wait_pct_of_run": round(share, 2),
-                "critical_wait_ns": cs.ns(crit), "gil_wait_ns": cs.ns(gil), "threads_count": len(threads),
+                "critical_wait_ns": cs.ns(crit), "critical_handoff_ns": cs.ns(handoff), "gil_wait_ns": cs.ns(gil), "threads_count": len(threads),
                 "includes_idle": cs.includes_idle, "threshold_pct": th["min_wait_pct"],
                 "time_basis": cs.time_basis},
     )

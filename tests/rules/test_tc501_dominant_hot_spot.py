@@ -98,3 +98,18 @@ def test_corpus_torch_backward_after_start_up():
     assert f.values["samples_count"] == 181
     assert round(f.values["self_pct"], 1) == 55.5  # 181 of 326 on-CPU samples after 380 of imports
     assert f.values["caller"] == "train_step (torch_train.py:20)"
+
+
+def test_native_hot_spot_off_the_critical_thread_recovers_nothing(tmp_path):
+    t = collapsed(tmp_path, [
+        (f"{MAIN};loop (app.py:12)", 25), (f"{MAIN};loop (app.py:13)", 25), (f"{MAIN};score (app.py:20)", 25),
+        (MAIN, 25),
+        (f"thread (101): prep;{BOOT};prep (app.py:13);matmul (numpy/core/_methods.py:40)", 80),
+        (f"thread (101): prep;{BOOT};prep (app.py:12)", 20),
+        (f"thread (102): py;{BOOT};work (app.py:20)", 50),
+    ], {"app.py": APP})
+    native, python = findings_for(t, "TC501")
+    assert native.location == "matmul (numpy/core/_methods.py:40)" and native.values["self_pct"] == 80.0
+    assert native.recoverable_ns == 0 and native.severity == "low"  # runs beside MainThread, not in its way
+    assert python.location == "work (app.py:20)" and python.values["threads_count"] == 1
+    assert python.recoverable_ns == 500_000_000  # Python holds the GIL: counted off the critical thread too

@@ -15,7 +15,8 @@ MAIN = "thread (100): MainThread;<module> (app.py:50)"
 
 def test_blocked_worker_is_reported_at_its_lock_line(tmp_path):
     t = collapsed(tmp_path, [
-        (f"{MAIN};loop (app.py:10)", 100),
+        (f"{MAIN};loop (app.py:10)", 90),
+        (f"{MAIN};shutdown (app.py:41)", 10),  # MainThread waits 10 samples for other threads
         (f"thread (101): writer;{BOOT};flush (app.py:25)", 50),
         (f"thread (101): writer;{BOOT};flush (app.py:26)", 10),
         (f"thread (102): consumer;{BOOT};consume (app.py:40)", 100),  # queue.get: a hand-off, not contention
@@ -24,13 +25,22 @@ def test_blocked_worker_is_reported_at_its_lock_line(tmp_path):
     assert f.location == "flush (app.py)"
     assert f.values["wait_value"] == 60 and f.values["line"] == 25
     assert f.values["wait_pct_of_run"] == 60.0  # 60 against MainThread's 100 samples
-    assert f.recoverable_ns == 600_000_000
-    assert f.values["critical_wait_ns"] == 0 and f.severity == "medium"  # high share, but off the critical thread
+    assert f.values["wait_ns"] == 600_000_000 and f.values["critical_wait_ns"] == 0
+    # off the critical thread: recoverable only up to the 10 samples MainThread waited for other threads
+    assert f.values["critical_handoff_ns"] == 100_000_000 and f.recoverable_ns == 100_000_000
+    assert f.severity == "high"  # 10 of 100
     assert "writer (tid 101) waits 600 ms (60 samples) to acquire a lock at app.py:25" in f.message
     assert "the critical thread does not wait here" in f.message
     assert "idle" not in f.message  # the consumer's 100 waiting samples show idle samples were kept
     assert [(e.source, e.count) for e in f.evidence] == [("app.py:25", 50), ("app.py:26", 10)]
     assert "critical section" in f.fix
+
+
+def test_a_blocked_worker_nobody_waits_for_recovers_nothing(tmp_path):
+    t = collapsed(tmp_path, [(f"{MAIN};loop (app.py:10)", 100), (f"thread (101): writer;{BOOT};flush (app.py:25)", 100)],
+                  {"app.py": APP})
+    (f,) = findings_for(t, "TC502")
+    assert f.values["wait_pct_of_run"] == 100.0 and f.recoverable_ns == 0 and f.severity == "low"
 
 
 def test_hand_offs_and_small_waits_are_silent(tmp_path):
@@ -82,6 +92,8 @@ def test_corpus_lock_waiter():
     assert f.values["wait_value"] == 306  # lock-waiter: every sample
     assert round(f.values["wait_pct_of_run"], 2) == round(100 * 306 / 310, 2)  # MainThread: 310 samples
     assert "lock-waiter (tid 13580)" in f.message and f.values["critical_wait_ns"] == 0
+    # MainThread waits for the other threads only in its final join: 4 samples
+    assert f.recoverable_ns == 40_000_000 and f.severity == "low"
     # recorded with --idle, inferred from the waiting threads: no caveat
     assert "idle" not in f.message
 

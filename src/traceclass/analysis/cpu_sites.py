@@ -143,7 +143,7 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class CpuSites:
-    trace: Trace
+    trace_ref: Any  # weakref to the Trace: the shared cache must not keep a trace alive
     profile: CpuProfile
     unit: str  # the profile's unit: "ns", "samples"
     ns_per: int | None  # ns per value unit (None: time unknown)
@@ -156,6 +156,7 @@ class CpuSites:
     leaf: np.ndarray  # leaf frame row, -1 without stack
     node: np.ndarray  # leaf stack node, -1 without stack
     user: np.ndarray  # innermost user-code frame on the stack (frame row), -1 none
+    library: np.ndarray  # bool per frame row: standard library, installed package, frozen or binary
     leaf_waits: np.ndarray  # bool: the leaf frame itself is a lock/sleep/I/O wait
     handoff: np.ndarray  # bool: lock-kind row that waits for another thread/process
     group: np.ndarray  # group index per row
@@ -163,6 +164,13 @@ class CpuSites:
     groups: tuple[Group, ...]
     #: per row: samples of the critical thread of the row's process (the run's length proxy)
     run_of_row: np.ndarray
+
+    @property
+    def trace(self) -> Trace:
+        t = self.trace_ref()
+        if t is None:  # pragma: no cover - callers hold the trace while they use this
+            raise ReferenceError("the trace of this CpuSites is gone")
+        return t
 
     # ---- time and labels
     def ns(self, value: int | float) -> int | None:
@@ -239,17 +247,22 @@ def _duration(ns: float) -> str:
 
 # --------------------------------------------------------------------------- building
 
-_CACHE: list[Any] = []  # [weakref to trace, id(profile), CpuSites]: the rules share one build
+#: id(trace) -> (id(profile), CpuSites): the rules of one run share one build; an entry goes
+#: when its trace is collected (CpuSites holds the trace weakly)
+_CACHE: dict[int, tuple[int, "CpuSites"]] = {}
 
 
 def cpu_sites(trace: Trace, profile: CpuProfile | None) -> CpuSites | None:
     """The per-row view, or None when the trace has no samples or values that are not time."""
     if profile is None or len(trace.samples) == 0 or profile.unit == "units" or profile.total_value <= 0:
         return None
-    if _CACHE and _CACHE[0]() is trace and _CACHE[1] == id(profile):
-        return _CACHE[2]
+    hit = _CACHE.get(id(trace))
+    if hit is not None and hit[0] == id(profile) and hit[1].trace_ref() is trace:
+        return hit[1]
     out = _build(trace, profile)
-    _CACHE[:] = [weakref.ref(trace), id(profile), out]
+    if id(trace) not in _CACHE:
+        weakref.finalize(trace, _CACHE.pop, id(trace), None)
+    _CACHE[id(trace)] = (id(profile), out)
     return out
 
 
@@ -396,9 +409,9 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         basis = "self time of timed frames (wall clock between recorded samples, not CPU time)"
 
     return CpuSites(
-        trace=trace, profile=prof, unit=prof.unit, ns_per=ns_per, time_basis=basis,
+        trace_ref=weakref.ref(trace), profile=prof, unit=prof.unit, ns_per=ns_per, time_basis=basis,
         counts_known=not prof.from_intervals, includes_idle=prof.includes_idle,
-        value=value, count=count, kind=kind, leaf=leaf, node=node, user=user, leaf_waits=leaf_waits,
+        value=value, count=count, kind=kind, leaf=leaf, node=node, user=user, library=~is_user, leaf_waits=leaf_waits,
         handoff=handoff, group=group, critical=critical_g[group], groups=groups, run_of_row=run_of_row,
     )
 
@@ -485,8 +498,7 @@ def outermost_below_user(cs: CpuSites, rows: np.ndarray, accept: np.ndarray) -> 
 
 
 def _library_frames(cs: CpuSites) -> np.ndarray:
-    strings = cs.trace.strings
-    return np.array([is_library_file(strings[int(c)] if c >= 0 else "") for c in cs.trace.frames.file], dtype=bool)
+    return cs.library
 
 
 def file_mask(cs: CpuSites, pattern: re.Pattern[str]) -> np.ndarray:
@@ -508,10 +520,6 @@ def gil_mask(cs: CpuSites, rows: np.ndarray) -> np.ndarray:
     gil = cs.trace.strings.mask(fr.function, lambda t: bool(GIL_FUNCTION.search(t)))
     leaf = cs.leaf[rows]
     return (leaf >= 0) & gil[np.maximum(leaf, 0)]
-
-
-def waiting_kinds() -> np.ndarray:
-    return _WAIT_IDX
 
 
 def pct(part: float, whole: float) -> float:
