@@ -106,7 +106,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     lines = cpus.lines(cs, sel, 20)
     f0, g0, v0, _ = lines[0]
     site = cpus.site_frames(cs, sel[:1])[0]
-    function, file = cs.function(int(site)), cs.file(int(site))
+    function, file = cpus.enclosing(cs.function(int(site))), cs.file(int(site))
     crit = int(cs.value[sel][cs.critical[sel]].sum())
     gil = int(cs.value[sel][cpus.gil_mask(cs, sel)].sum())
     leaf = cpus.top_leaf(cs, sel)

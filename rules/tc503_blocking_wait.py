@@ -100,7 +100,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     lines = cpus.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
     site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cs.function(site), cs.file(site)
+    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     leaf = cpus.top_leaf(cs, sel)
     inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
     more = f" and {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""

@@ -121,7 +121,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     lines = cpus.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
     site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cs.function(site), cs.file(site)
+    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     codec = _serializer(cs, sel)
     family = _FAMILY.get(codec.split(".")[0], "other")
     leaf = cpus.top_leaf(cs, sel)

@@ -88,7 +88,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     lines = cpus.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
     site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cs.function(site), cs.file(site)
+    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     waiting = int(cs.value[sel][cs.leaf_waits[sel]].sum())
     work = value - waiting
     leaf = cpus.top_leaf(cs, sel)

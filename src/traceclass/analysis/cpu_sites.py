@@ -84,6 +84,7 @@ packaging filelock jinja2 markupsafe sympy mpmath networkx regex pydantic pydant
 """.split())
 _LIBRARY_PATH = re.compile(r"(^|/)(site-packages|dist-packages)/|/lib(64)?/python\d[\d.]*/|^<|\.(so|pyd|dylib|dll)(\.[\d.]+)?$")
 _MODULE_FRAME = "<module>"
+_INLINE = re.compile(r"\.<locals>\.<(listcomp|dictcomp|setcomp|genexpr|lambda)>$")
 _DEF_LINE = re.compile(r"^(async\s+)?(def|class)\s")
 _BYTECODE = re.compile(r"(^|\.)(_compile_bytecode|source_to_code|get_code)$")
 
@@ -448,12 +449,25 @@ def site_frames(cs: CpuSites, rows: np.ndarray) -> np.ndarray:
     return np.where(cs.user[rows] >= 0, cs.user[rows], cs.leaf[rows])
 
 
+def enclosing(function: str) -> str:
+    """The function a comprehension, generator expression or lambda belongs to:
+    ``Items.__getitem__.<locals>.<listcomp>`` -> ``Items.__getitem__``."""
+    while True:
+        short = _INLINE.sub("", function)
+        if short == function or not short:
+            return function
+        function = short
+
+
 def function_keys(cs: CpuSites, frames: np.ndarray) -> np.ndarray:
-    """Per frame row: a key equal for frames of the same function in the same file (any line)."""
+    """Per frame row: a key equal for frames of the same function in the same file (any line;
+    comprehensions and lambdas count as their enclosing function)."""
     fr = cs.trace.frames
     f = np.maximum(frames, 0)
+    ids: dict[str, int] = {}
+    fn = cs.trace.strings.map(fr.function[f], lambda t: ids.setdefault(enclosing(t), len(ids)))
     n_str = max(len(cs.trace.strings), 1) + 1
-    return np.where(frames >= 0, fr.function[f].astype(np.int64) * n_str + (fr.file[f].astype(np.int64) + 1), -1)
+    return np.where(frames >= 0, fn.astype(np.int64) * n_str + (fr.file[f].astype(np.int64) + 1), -1)
 
 
 def import_packages(cs: CpuSites, rows: np.ndarray) -> np.ndarray:
