@@ -35,21 +35,21 @@ objects, ``gc.freeze()`` after start-up, higher ``gc.set_threshold``.
 
 Example
 -------
-``cpu_lock.py``: ``fib (cpu_lock.py:8)`` holds 75 % of MainThread's on-CPU samples
-(234 of 310 in ``cpu_lock.idle_threads.raw.txt``): recursive Python, the fix is an
+``cpu_lock.py``: ``fib (cpu_lock.py:8)`` holds 76 % of MainThread's on-CPU samples
+(234 of 306 in ``cpu_lock.idle_threads.raw.txt``): recursive Python, the fix is an
 iterative or cached ``fib``. ``torch_train.py``: ``_engine_run_backward
-(torch/autograd/graph.py:979)`` holds 56 % after start-up, called from ``train_step
-(torch_train.py:20)`` (``loss.backward()``): native compute, the thread count and batch
-decide it.
+(torch/autograd/graph.py:979)`` holds 56 % after start-up (181 of 326 samples in
+``torch_train.default.raw.txt``), called from ``train_step (torch_train.py:20)``
+(``loss.backward()``): native compute, the thread count and batch decide it.
 
 Thresholds
 ----------
 * ``min_self_pct`` = 30: a line at 30 % caps the speed-up from all other code at 1.43x
   (Amdahl), which makes it the first thing to look at; below that the time is spread over
   several lines and the report's hot-spot table is the better view. Corpus: ``fib`` line 8
-  75-80 % of MainThread (cpu_lock, every flag set), ``parent_busy`` line 11 92-97 %
-  (parent_spawns), torch's backward 55-57 % of torch_train after start-up, ``Linear.forward``
-  19-28 % (below).
+  71-90 % of MainThread (cpu_lock, every flag set), ``parent_busy`` line 11 96-100 %
+  (parent_spawns), torch's backward 49-63 % of torch_train after start-up, ``Linear.forward``
+  20-30 % (below).
 * ``min_time_ms`` = 200: 20 samples at py-spy's default 100 Hz; less is not worth a finding
   in a profile of a run (applies when the profile's time is known).
 * ``min_samples_count`` = 20: a share read from fewer samples is too noisy to act on (the
@@ -142,7 +142,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
                f"({cs.amount(v0)} of {cs.amount(base0)}; threshold {th['min_self_pct']:g}%)"
                + (f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else "")
                + f": {LABELS.get(kind) or label(kind)}" + (f", called from {caller}" if caller else "")
-               + (UNVERIFIED if unverified else ""))
+               + (UNVERIFIED if unverified else "") + cpus.timed_note(cs))
     evidence = [
         Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its on-CPU time after start-up",
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),

@@ -47,8 +47,8 @@ Thresholds
 ----------
 * ``min_wait_pct`` = 5: the share of the run at which TensorBoard's profiler starts
   recommending a fix for DataLoader time (its "> 5 % of the step" rule); the same bar for a
-  wait. Corpus: ``lock-waiter`` 98-99 % with ``--idle``, 6.4 % without it (20 samples kept
-  of ~310); the main thread's final ``Thread.join`` (1.3 %) is a hand-off, not counted.
+  wait. Corpus: ``lock-waiter`` 97-99 % with ``--idle``, 6.4-9 % without it (20-27 samples
+  kept of ~300); the main thread's final ``Thread.join`` (1.3 %) is a hand-off, not counted.
 * ``min_time_ms`` = 200: 20 samples at py-spy's default 100 Hz; shorter waits are not
   worth a finding (applies when the profile's time is known).
 * ``min_samples_count`` = 20: fewer samples give a share with more than ~22 % relative
@@ -111,7 +111,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     gil = int(cs.value[sel][cpus.gil_mask(cs, sel)].sum())
     leaf = cpus.top_leaf(cs, sel)
     threads = sorted({g for _, g, _, _ in lines}, key=lambda g: -int(cs.value[sel][cs.group[sel] == g].sum()))
-    who = ", ".join(cs.groups[g].label for g in threads[:3]) + (f" and {len(threads) - 3} more" if len(threads) > 3 else "")
+    who = ", ".join(cs.groups[g].label for g in threads[:3])
+    who += f" and {len(threads) - 3} more" if len(threads) > 3 else ""
     inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
     g = cs.groups[threads[0]]
     one = len(threads) == 1 and not (g.merged and (not g.main or g.label == "all threads"))
@@ -147,7 +148,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
         evidence=evidence,
         values={"function": function, "file": file, "line": cs.line(f0), "wait_ns": ns, "wait_value": value,
                 "unit": cs.unit, "samples_count": cs.samples(value), "wait_pct_of_run": round(share, 2),
-                "critical_wait_ns": cs.ns(crit), "critical_handoff_ns": cs.ns(handoff), "gil_wait_ns": cs.ns(gil), "threads_count": len(threads),
-                "includes_idle": cs.includes_idle, "threshold_pct": th["min_wait_pct"],
-                "time_basis": cs.time_basis},
+                "critical_wait_ns": cs.ns(crit), "critical_handoff_ns": cs.ns(handoff), "gil_wait_ns": cs.ns(gil),
+                "threads_count": len(threads), "includes_idle": cs.includes_idle,
+                "threshold_pct": th["min_wait_pct"], "time_basis": cs.time_basis},
     )

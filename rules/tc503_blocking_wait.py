@@ -48,8 +48,8 @@ Thresholds
 ----------
 * ``min_wait_pct`` = 5: the share of the run at which TensorBoard's profiler starts
   recommending a fix for DataLoader time (its "> 5 % of the step" rule); the same bar for a
-  wait on the critical thread. Corpus: sleep_io's sleep 58-66 %, its socket wait 30-34 %,
-  its disk I/O function 4-6 %.
+  wait on the critical thread. Corpus (``--idle`` recordings): sleep_io's sleep 58-66 %, its
+  socket wait 26-34 %, its disk I/O function 7-8 %.
 * ``min_time_ms`` = 200: 20 samples at py-spy's default 100 Hz (applies when the profile's
   time is known).
 * ``min_samples_count`` = 20: fewer samples give a share with more than ~22 % relative

@@ -39,7 +39,7 @@ Thresholds
 ----------
 * ``min_startup_pct`` = 20: when a fifth of the run is imports, start-up is a cost worth
   cutting and the other shares of the profile are diluted by it. Corpus: torch_train
-  45-48 % (``import torch`` and ``torch._dynamo``), cpu_lock 0-0.1 %, sleep_io 0.3-1.3 %,
+  43-48 % (``import torch`` and ``torch._dynamo``), cpu_lock 0-0.1 %, sleep_io 0.3-1.3 %,
   parent_spawns 1.4-2.8 %.
 * ``min_time_ms`` = 500: below half a second a restructuring of imports is rarely worth it
   (``import numpy`` takes about 80 ms on the machine the corpus was checked on, ``import
@@ -108,7 +108,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     message = (f"imports take {cs.amount(value)}, {share:.1f}% of the critical thread's {cs.amount(run)} "
                f"(threshold {th['min_startup_pct']:g}%)"
                + (f": {'; '.join(top_lines[:3])}" if top_lines else "")
-               + (f"; {cpus.pct(compiling, value):.0f}% of it compiles bytecode (no usable .pyc)" if compiling else ""))
+               + (f"; {cpus.pct(compiling, value):.0f}% of it compiles bytecode (no usable .pyc)" if compiling else "")
+               + cpus.timed_note(cs))
     ns = cs.ns(value)
     return Finding(
         code=RULE.code, name=RULE.name, severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,

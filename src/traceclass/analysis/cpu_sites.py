@@ -72,7 +72,8 @@ GIL_FUNCTION = re.compile(r"^(take_gil|drop_gil|PyEval_RestoreThread|PyEval_Acqu
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__", "_bootlocale"}
 #: installed packages common in AI programs; frames in them are library code, not the user's
 _PACKAGES = frozenset("""
-torch torchgen torchvision torchaudio torchtext torchdata triton functorch pytest _pytest numpy scipy sklearn pandas polars pyarrow
+torch torchgen torchvision torchaudio torchtext torchdata triton functorch pytest _pytest numpy scipy sklearn
+pandas polars pyarrow
 jax jaxlib flax optax tensorflow keras tf_keras transformers tokenizers datasets accelerate deepspeed peft
 lightning pytorch_lightning lightning_fabric timm diffusers safetensors huggingface_hub sentencepiece tiktoken
 PIL cv2 imageio skimage av decord albumentations webdataset h5py zarr numba cupy xformers flash_attn
@@ -82,7 +83,8 @@ botocore s3transfer fsspec gcsfs s3fs yaml ruamel orjson ujson msgpack msgspec c
 google protobuf grpc setuptools pkg_resources pip _distutils_hack importlib_metadata typing_extensions
 packaging filelock jinja2 markupsafe sympy mpmath networkx regex pydantic pydantic_core attr attrs six
 """.split())
-_LIBRARY_PATH = re.compile(r"(^|/)(site-packages|dist-packages)/|/lib(64)?/python\d[\d.]*/|^<|\.(so|pyd|dylib|dll)(\.[\d.]+)?$")
+_LIBRARY_PATH = re.compile(
+    r"(^|/)(site-packages|dist-packages)/|/lib(64)?/python\d[\d.]*/|^<|\.(so|pyd|dylib|dll)(\.[\d.]+)?$")
 _MODULE_FRAME = "<module>"
 _INLINE = re.compile(r"\.<locals>\.<(listcomp|dictcomp|setcomp|genexpr|lambda)>$")
 _DEF_LINE = re.compile(r"^(async\s+)?(def|class)\s")
@@ -104,13 +106,6 @@ def is_library_file(path: str) -> bool:
     top = path.split("/", 1)[0]
     top = top[:-3] if top.endswith(".py") else top
     return top in _STDLIB or top in _PACKAGES
-
-
-def package_of(path: str) -> str:
-    """Top-level package of a module file: ``torch/nn/__init__.py`` -> ``torch``."""
-    m = re.search(r"(?:site-packages|dist-packages)/([^/]+)", path) or re.search(r"/lib(?:64)?/python\d[\d.]*/([^/]+)", path)
-    top = m.group(1) if m else path.rsplit("/", 1)[-1] if path.startswith("/") else path.split("/", 1)[0]
-    return top[:-3] if top.endswith(".py") else top
 
 
 # --------------------------------------------------------------------------- result
@@ -537,7 +532,7 @@ def gil_mask(cs: CpuSites, rows: np.ndarray) -> np.ndarray:
 
 
 def pct(part: float, whole: float) -> float:
-    return 100.0 * part / whole if whole else 0.0
+    return float(100.0 * part / whole) if whole else 0.0
 
 
 def passes_floor(cs: CpuSites, value: int, count: int, min_time_ms: float, min_samples: int) -> bool:
@@ -553,13 +548,21 @@ def passes_floor(cs: CpuSites, value: int, count: int, min_time_ms: float, min_s
 def idle_note(cs: CpuSites) -> str:
     """A caveat for waiting time, or ''."""
     if cs.profile.from_intervals:
-        return ""
+        return timed_note(cs)
     if cs.profile.waiting_basis == "thread state" or cs.includes_idle:
         return ""
     if cs.includes_idle is False:
         return " (recorded without idle samples: the real wait is longer)"
     return (" (the file does not say whether idle samples were kept, py-spy --idle: without them the real "
             "wait is longer)")
+
+
+def timed_note(cs: CpuSites) -> str:
+    """A caveat for py-spy's chrometrace, or ''."""
+    if cs.profile.from_intervals and cs.profile.producer.startswith("py-spy"):
+        return (" (py-spy chrometrace: a span lasts until the next recorded sample, so time py-spy dropped "
+                "is charged to the line before it; record -f speedscope or raw for shares you can trust)")
+    return ""
 
 
 def run_value(cs: CpuSites, rows: np.ndarray) -> int:
