@@ -9,9 +9,10 @@ with a stack that is not a lock, sleep or I/O wait (kinds from
 :mod:`traceclass.analysis.frame_kinds`); import and start-up samples are left out of both
 sides (TC505 reports them), so a short run's imports do not hide the loop's hot line.
 
-Only compute kinds count as hot spots: Python compute, native/extension compute, allocation
-and copying, garbage collection. Waits are TC502/TC503, serialization TC504, data loading
-TC506. Each finding is one line (``function (file:line)``), with the threads where it
+Compute kinds count as hot spots: Python compute, native/extension compute, allocation and
+copying, garbage collection; and on threads that are not critical (DataLoader workers,
+writer threads) also data loading and serialization, which TC504/TC506 report only on the
+critical threads. Waits are TC502/TC503. Each finding is one line (``function (file:line)``), with the threads where it
 dominates and, when the line is library code (``torch/nn/modules/linear.py``), the line of
 the program that calls it.
 
@@ -58,8 +59,10 @@ Thresholds
   frames, which carry no counts).
 
 Recoverable time: the line's self time on the critical threads where it dominates, and on
-other threads when it runs under the GIL (Python compute, GC): native code and copies on a
-background thread run in parallel with the critical thread and do not lengthen the run.
+other threads of their processes when it runs under the GIL (Python compute, GC): native
+code and copies on a background thread, and anything in a multiprocessing worker, run in
+parallel with the critical thread and lengthen the run only through the waits they cause
+(TC506 counts the main thread's wait for DataLoader workers).
 
 Severity: that time against the run's length (the critical thread's sampled
 time, see :mod:`traceclass.analysis.cpu_sites`), with the usual 10 % / 3 % steps; at most
@@ -83,6 +86,7 @@ RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family="cpu",
 
 KINDS = ("python", "native", "alloc", "gc")
 GIL_KINDS = ("python", "gc")
+OFF_CRITICAL_KINDS = ("data", "serialization")
 LABELS = {"code": "compute (a frame without a Python file)"}
 UNVERIFIED = (" (line text not found, or only def lines recorded: a line blocked in a C call such as "
               "time.sleep, lock.acquire or sock.recv looks the same; run traceclass where the sources are)")
@@ -96,6 +100,11 @@ FIXES = {
              ".tolist()/.numpy()/.clone()/deepcopy.",
     "code": "Make this function cheaper or call it less often; a profiler for its language (perf, py-spy --native "
             "for extensions) shows what it does inside.",
+    "data": "Per-item cost of the input pipeline (here off the critical thread, e.g. in a DataLoader worker): "
+            "faster decoding (Pillow-SIMD, torchvision.io.decode_jpeg on the GPU, DALI), cheaper transforms, "
+            "pre-processed or cached data; more workers only help while cores are free.",
+    "serialization": "Encoding off the critical thread: a compiled codec (orjson, msgspec, libyaml), less data or "
+                     "less often; pickle protocol 5 for large buffers.",
     "gc": "Garbage collection: create fewer container objects in the loop, gc.freeze() after start-up, raise "
           "gc.set_threshold for allocation-heavy phases.",
 }
@@ -106,7 +115,9 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if cs is None:
         return
     kinds = np.array([PRIORITY[k] for k in KINDS])
-    rows = np.flatnonzero(np.isin(cs.kind, kinds) & (cs.leaf >= 0))
+    elsewhere = np.array([PRIORITY[k] for k in OFF_CRITICAL_KINDS])  # TC504/TC506 cover the critical threads
+    eligible = np.isin(cs.kind, kinds) | (np.isin(cs.kind, elsewhere) & ~cs.critical)
+    rows = np.flatnonzero(eligible & (cs.leaf >= 0))
     if len(rows) == 0:
         return
     n_g = len(cs.groups)
@@ -154,8 +165,12 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpus.pct(cv, value):.0f}% of the line's "
                                       "self time", duration_ns=cs.ns(cv), count=cs.samples(cv),
                                  source=cs.location(cf)))
-    # off the critical thread a line delays the run only while it holds the GIL (Python, GC)
-    counted = sum(v for g, v, _, _ in per_group if cs.groups[g].critical or kind in GIL_KINDS)
+    # off the critical thread a line delays the run only while it holds the GIL (Python, GC) of
+    # the critical thread's process; a multiprocessing worker has its own GIL
+    # (a Python line whose text is unknown may be a wait in C that released the GIL)
+    gil = kind in GIL_KINDS and not unverified
+    counted = sum(v for g, v, _, _ in per_group
+                  if cs.groups[g].critical or (gil and not cs.groups[g].worker_process))
     ns = cs.ns(value)
     rec_ns = cs.ns(counted)
     return Finding(

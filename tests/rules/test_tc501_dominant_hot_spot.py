@@ -91,6 +91,16 @@ def test_corpus_fib_is_the_hot_spot():
     assert f.evidence[0].source == "cpu_lock.py:8"
 
 
+def test_corpus_def_lines_cannot_tell_waits_from_compute():
+    # py-spy --function: every line is a def line; the blocked threads look like compute
+    t = attach_source_lines(load(corpus("pyspy", "cpu_lock.function.raw.txt")), [corpus("pyspy", "workloads")])
+    by_loc = {f.location: f for f in findings_for(t, "TC501")}
+    assert set(by_loc) == {"sleeper_io (cpu_lock.py:22)", "waiter (cpu_lock.py:17)", "fib (cpu_lock.py:7)"}
+    assert all(not f.values["source_verified"] and f.severity != "high" for f in by_loc.values())
+    assert by_loc["waiter (cpu_lock.py:17)"].recoverable_ns == 0  # off the critical thread, maybe a wait
+    assert by_loc["fib (cpu_lock.py:7)"].recoverable_ns == 2_400_000_000  # MainThread, the critical thread
+
+
 def test_corpus_torch_backward_after_start_up():
     t = load(corpus("pyspy", "torch_train.default.raw.txt"))
     (f,) = findings_for(t, "TC501")

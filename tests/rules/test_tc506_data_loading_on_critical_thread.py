@@ -60,3 +60,25 @@ def test_a_little_data_loading_is_silent(tmp_path):
 def test_corpus_workloads_do_not_load_data():
     for name in ("cpu_lock.idle_threads.raw.txt", "torch_train.default.raw.txt", "sleep_io.idle.raw.txt"):
         assert findings_for(load(corpus("pyspy", name)), "TC506") == []
+
+
+def test_dataloader_worker_processes_are_not_critical(tmp_path):
+    parent = 'process 10:"python app.py";thread (10): MainThread;<module> (app.py:50)'
+    worker = ('process 10:"python app.py";process 11:"";thread (11): MainThread;<module> (<string>:1);'
+              "spawn_main (multiprocessing/spawn.py:120);_main (multiprocessing/spawn.py:133);"
+              "BaseProcess._bootstrap (multiprocessing/process.py:314);BaseProcess.run (multiprocessing/process.py:108);"
+              "_worker_loop (torch/utils/data/_utils/worker.py:308);"
+              "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:51)")
+    t = collapsed(tmp_path, [
+        (f"{parent};train (app.py:10)", 60),
+        (f"{parent};{WORKERS}", 40),
+        (f"{worker};Images.__getitem__ (app.py:20)", 90),
+        (f"{worker};Images.__getitem__ (app.py:20);Image.open (PIL/Image.py:3200);_open_core (PIL/Image.py:3300)", 10),
+    ], {"app.py": APP})
+    (f,) = findings_for(t, "TC506")  # the worker's decoding is what workers are for
+    assert f.location == "train (app.py)" and f.values["waiting_ns"] == 400_000_000
+    assert f.values["pct_of_run"] == 40.0  # of the parent's 100 samples, not of both processes
+    hot, loop = findings_for(t, "TC501")  # the worker's hot line is worth knowing, at no run time of its own
+    assert loop.location == "train (app.py:10)" and loop.values["self_pct"] == 60.0
+    assert hot.location == "Images.__getitem__ (app.py:20)" and hot.values["self_pct"] == 90.0
+    assert hot.values["kind"] == "data" and hot.recoverable_ns == 0 and "Pillow-SIMD" in hot.fix

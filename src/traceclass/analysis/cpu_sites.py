@@ -18,7 +18,10 @@ workers, pin-memory and logging threads whose waiting costs nothing by design. W
 thread spends most of its time handing off (``join``, ``queue.get``, ``future.result``,
 ``Popen.wait``: waiting for another thread or process to finish work) the work is elsewhere,
 and the thread with the most on-CPU time is critical instead; without a recognisable main
-thread too.
+thread too. Processes started by ``multiprocessing`` (DataLoader and Pool workers, seen
+with ``py-spy --subprocesses``) serve their parent and have no critical thread, unless the
+profile holds nothing else. In a profile without thread roots, threads not started by
+``threading.Thread`` (native threads calling into Python) cannot be told from the main one.
 
 Time. Values are in the profile's unit; ``ns_per`` converts them. Collapsed stacks carry no
 sampling rate: for py-spy's, ``ns_per`` assumes py-spy's default 100 Hz (``--rate 100``)
@@ -55,6 +58,10 @@ _WAIT_IDX = np.array(sorted(PRIORITY[k] for k in WAITING), dtype=np.int64)
 #: frames that start a ``threading.Thread`` (root of every non-main Python thread)
 _BOOTSTRAP_FUNCTION = re.compile(r"(^|\.)_bootstrap(_inner)?$")
 _BOOTSTRAP_FILE = re.compile(r"(^|/)threading\.py$")
+
+#: the frame that starts a multiprocessing child (spawn and fork): a worker process
+_MP_FUNCTION = re.compile(r"(^|\.)_bootstrap$")
+_MP_FILE = re.compile(r"(^|/)multiprocessing/process\.py$")
 
 #: lock-kind waits that hand off to another thread or process (not contention on a lock):
 #: a frame anywhere on the stack with one of these names, or a leaf line calling one
@@ -127,6 +134,9 @@ class Group:
     startup: int  # samples in import / start-up
     handoff: int  # lock-kind samples that hand off to another thread or process
     merged: bool = False  # part of a row that holds several threads (no thread roots)
+    worker_process: bool = False  # a multiprocessing child beside a parent process in the profile
+    #: the process's length: its critical thread's samples (its main thread's in a worker process)
+    process_value: int = 0
 
     @property
     def phrase(self) -> str:
@@ -158,8 +168,6 @@ class CpuSites:
     group: np.ndarray  # group index per row
     critical: np.ndarray  # bool per row: the row's thread is its process's critical thread
     groups: tuple[Group, ...]
-    #: per row: samples of the critical thread of the row's process (the run's length proxy)
-    run_of_row: np.ndarray
 
     @property
     def trace(self) -> Trace:
@@ -367,8 +375,17 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         raw.append(dict(index=g, thread_row=t, pid=pid, tid=tid, label=label, main_rank=main_rank,
                         merged=bool(merged_t[t])))
 
+    # multiprocessing children (DataLoader workers, Pool workers) serve their parent: their
+    # loading and waiting is what they are for, so they get no critical thread when the
+    # profile holds a process that is not one (py-spy --subprocesses)
+    mp_frame = np.array([bool(_MP_FUNCTION.search(fn_text[f]) and _MP_FILE.search(file_text[f]))
+                         for f in range(n_frames)], dtype=bool)
+    under_mp = ancestors_until(parent, node, mp_frame[frame_of_node]) >= 0 if len(st) else np.zeros(n_rows, bool)
+    g_mp = per_group(has & under_mp)
     critical_g = np.zeros(n_groups, dtype=bool)
     main_g = np.zeros(n_groups, dtype=bool)
+    length_of_pid: dict[int, int] = {}
+    chosen: dict[int, tuple[int, bool]] = {}
     for pid in sorted({r["pid"] for r in raw}):
         members = [r["index"] for r in raw if r["pid"] == pid]
         best = max(members, key=lambda g: (raw[g]["main_rank"], g_value[g], -g))
@@ -377,18 +394,23 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         crit = best
         if raw[best]["main_rank"] == 0 or 2 * g_hand[best] > g_value[best]:
             crit = max(members, key=lambda g: (g_cpu[g], raw[g]["main_rank"], -g))
-        critical_g[crit] = True
+        chosen[pid] = (crit, pid >= 0 and 2 * g_mp[best] > g_stacked[best])
+        length_of_pid[pid] = int(g_value[crit])
+    worker_pids = {pid for pid, (_, worker) in chosen.items() if worker}
+    if len(worker_pids) == len(chosen):
+        worker_pids = set()  # only workers were recorded (py-spy -p on a worker): judge them as runs
+    for pid, (crit, _) in chosen.items():
+        if pid not in worker_pids:
+            critical_g[crit] = True
 
     groups = tuple(
         Group(index=r["index"], thread_row=r["thread_row"], pid=r["pid"], tid=r["tid"], label=r["label"],
               main=bool(main_g[r["index"]]), critical=bool(critical_g[r["index"]]),
               value=int(g_value[r["index"]]), on_cpu=int(g_cpu[r["index"]]), startup=int(g_start[r["index"]]),
-              handoff=int(g_hand[r["index"]]), merged=r["merged"])
+              handoff=int(g_hand[r["index"]]), merged=r["merged"], worker_process=r["pid"] in worker_pids,
+              process_value=length_of_pid[r["pid"]])
         for r in raw
     )
-    # the run's length per process: its critical thread's samples
-    crit_value_of_pid = {g.pid: g.value for g in groups if g.critical}
-    run_of_row = np.array([crit_value_of_pid[g.pid] for g in groups], dtype=np.int64)[group]
 
     ns_per: int | None
     if prof.unit == "ns":
@@ -408,7 +430,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         trace_ref=weakref.ref(trace), profile=prof, unit=prof.unit, ns_per=ns_per, time_basis=basis,
         counts_known=not prof.from_intervals, includes_idle=prof.includes_idle,
         value=value, count=count, kind=kind, leaf=leaf, node=node, user=user, library=~is_user, leaf_waits=leaf_waits,
-        handoff=handoff, group=group, critical=critical_g[group], groups=groups, run_of_row=run_of_row,
+        handoff=handoff, group=group, critical=critical_g[group], groups=groups,
     )
 
 
@@ -566,9 +588,10 @@ def timed_note(cs: CpuSites) -> str:
 
 
 def run_value(cs: CpuSites, rows: np.ndarray) -> int:
-    """The run's length for ``rows``: critical-thread samples of the processes they come from."""
-    pids = {cs.groups[g].pid for g in np.unique(cs.group[rows]).tolist()}
-    return sum(g.value for g in cs.groups if g.critical and g.pid in pids)
+    """The run's length for ``rows``: the lengths of the processes they come from (each its
+    critical thread's samples)."""
+    lengths = {cs.groups[g].pid: cs.groups[g].process_value for g in np.unique(cs.group[rows]).tolist()}
+    return sum(lengths.values())
 
 
 def module_name(path: str) -> str:
