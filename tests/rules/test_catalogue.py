@@ -42,3 +42,13 @@ def test_rule_thresholds_are_documented(rule):
 def test_thresholds_file_has_no_orphan_tables():
     codes = {r.info.code for r in all_rules()}
     assert set(default_thresholds()) <= codes
+
+
+def test_rules_readme_is_generated_from_the_rules():
+    from pathlib import Path
+
+    from traceclass.cli.rules import catalogue
+
+    readme = Path(__file__).resolve().parents[2] / "rules" / "README.md"
+    assert readme.read_text(encoding="utf-8") == catalogue("md"), \
+        "regenerate with: traceclass rules --format md > rules/README.md"

@@ -3,7 +3,10 @@
 For an op we take the innermost Python frame on the same thread that contains the op's start,
 then walk outward to the first frame in the user's code: frames of torch itself, of installed
 packages (``site-packages``), builtins and ``nn.Module`` scopes are skipped, because "the copy
-happens in torch/nn/functional.py" is not where a user can fix it.
+happens in torch/nn/functional.py" is not where a user can fix it. torch.profiler records the
+first line of each Python function, so ``file.py:LINE`` names the function that issued the work
+(its ``def`` line), not the statement. The columnar implementation is in
+:mod:`traceclass.analysis.sites`.
 """
 
 from __future__ import annotations
@@ -47,36 +50,17 @@ def frame_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarr
 
 def source_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> list[str | None]:
     """``file:line`` of the nearest user-code frame around each point (None without stacks)."""
-    rows = frame_for_points(trace, pid, tid, t)
-    py = trace.python
-    cache: dict[int, str | None] = {}
-    out: list[str | None] = []
-    for r in rows.tolist():
-        if r < 0:
-            out.append(None)
-            continue
-        if r in cache:
-            out.append(cache[r])
-            continue
-        cur = r
-        fallback = None
-        found = None
-        while cur >= 0:
-            name = trace.strings[py.name[cur]]
-            parsed = parse_frame(name)
-            if parsed is not None:
-                if fallback is None:
-                    fallback = f"{parsed[0]}:{parsed[1]}"
-                if _LIBRARY.search(parsed[0]) is None:
-                    found = f"{parsed[0]}:{parsed[1]}"
-                    break
-            cur = int(py.parent[cur])
-        cache[r] = found or fallback
-        out.append(cache[r])
-    return out
+    from traceclass.analysis.sites import source_codes, source_label
+
+    codes = source_codes(trace, np.asarray(pid), np.asarray(tid), np.asarray(t))
+    labels = {c: source_label(trace, c) for c in np.unique(codes).tolist()}
+    return [labels[c] for c in codes.tolist()]
 
 
 def source_for_ops(trace: Trace, op_rows: np.ndarray) -> list[str | None]:
-    op_rows = np.asarray(op_rows, dtype=np.int64)
-    ops = trace.ops
-    return source_for_points(trace, ops.pid[op_rows], ops.tid[op_rows], ops.start_ns[op_rows])
+    """Like :func:`source_for_points` for op rows; backward ops borrow their forward op's source."""
+    from traceclass.analysis.sites import op_source_codes, source_label
+
+    codes = op_source_codes(trace, np.asarray(op_rows, dtype=np.int64))
+    labels = {c: source_label(trace, c) for c in np.unique(codes).tolist()}
+    return [labels[c] for c in codes.tolist()]
