@@ -7,7 +7,8 @@ whose *self* time (samples where the line is the innermost frame) makes up at le
 ``min_self_pct`` of one thread's on-CPU time after start-up. On-CPU time is every sample
 with a stack that is not a lock, sleep or I/O wait (kinds from
 :mod:`traceclass.analysis.frame_kinds`); import and start-up samples are left out of both
-sides (TC505 reports them), so a short run's imports do not hide the loop's hot line.
+sides (TC505 reports them), so a short run's imports do not hide the loop's hot line. A
+sample whose innermost frame waits (a queue read under the DataLoader) is not on-CPU either.
 
 Compute kinds count as hot spots: Python compute, native/extension compute, allocation and
 copying, garbage collection; and on threads that are not critical (DataLoader workers,
@@ -116,12 +117,12 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         return
     kinds = np.array([PRIORITY[k] for k in KINDS])
     elsewhere = np.array([PRIORITY[k] for k in OFF_CRITICAL_KINDS])  # TC504/TC506 cover the critical threads
-    eligible = np.isin(cs.kind, kinds) | (np.isin(cs.kind, elsewhere) & ~cs.critical)
+    eligible = np.isin(cs.kind, kinds) | (np.isin(cs.kind, elsewhere) & ~cs.critical & ~cs.leaf_waits)
     rows = np.flatnonzero(eligible & (cs.leaf >= 0))
     if len(rows) == 0:
         return
     n_g = len(cs.groups)
-    base = np.array([g.on_cpu - g.startup for g in cs.groups], dtype=np.int64)
+    base = np.array([g.steady_on_cpu for g in cs.groups], dtype=np.int64)
     pair = cs.leaf[rows] * n_g + cs.group[rows]
     t = cpus.tally(pair, cs.value[rows], cs.count[rows])
     hits: dict[int, list[tuple[int, int, int, float]]] = {}
@@ -148,7 +149,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     caller = _caller(cs, mine, f)
     others = len(per_group) - 1
     unverified = kind == "python" and not cs.verified(f)
-    base0 = int(cs.groups[g0].on_cpu - cs.groups[g0].startup)
+    base0 = cs.groups[g0].steady_on_cpu
     message = (f"{where} holds {s0:.0f}% of the on-CPU time after start-up on {cs.groups[g0].phrase} "
                f"({cs.amount(v0)} of {cs.amount(base0)}; threshold {th['min_self_pct']:g}%)"
                + (f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else "")
@@ -158,7 +159,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its on-CPU time after start-up",
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
                  values={"self_pct": round(share, 2), "self_value": v, "thread_on_cpu_value":
-                         int(cs.groups[g].on_cpu - cs.groups[g].startup), "critical_thread": cs.groups[g].critical})
+                         cs.groups[g].steady_on_cpu, "critical_thread": cs.groups[g].critical})
         for g, v, _, share in per_group[:20]
     ]
     for cf, cv, cc in _callers(cs, mine, f):

@@ -45,3 +45,24 @@ def test_torch_and_lazy_dynamo_imports(trace):
 def test_no_locks_waits_or_dominant_line(trace):
     for code in ("TC501", "TC502", "TC503"):
         assert findings_for(trace, code) == [], code
+
+
+@pytest.fixture(scope="module")
+def workers():
+    return attach_source_lines(load(DATA / "loader_workers.raw.txt.gz"), [DATA])
+
+
+def test_workers_are_not_critical_and_the_parent_waits_for_them(workers):
+    (f,) = findings_for(workers, "TC506")  # only the parent: the workers' loading is their job
+    assert f.location == "main (loader_workers.py)" and f.evidence[0].source == "loader_workers.py:21"
+    assert f.values["value"] == 276 and f.values["waiting_ns"] == 2_110_000_000  # 211 samples receiving batches
+    assert round(f.values["pct_of_run"], 1) == 28.5  # of the parent MainThread's 969 samples
+    assert "prefetch_factor" in f.fix  # waiting dominates: the workers do not keep up
+
+
+def test_the_workers_hot_lines_cost_the_run_nothing_directly(workers):
+    hot = findings_for(workers, "TC501")
+    assert {f.location for f in hot} == {"Items.__getitem__ (loader_workers.py:13)",
+                                         "Items.__getitem__.<locals>.<listcomp> (loader_workers.py:12)"}
+    assert all(f.values["kind"] == "data" and f.recoverable_ns == 0 for f in hot)
+    assert all(e.values["critical_thread"] is False for f in hot for e in f.evidence[:f.values["threads_count"]])

@@ -130,8 +130,9 @@ class Group:
     main: bool
     critical: bool
     value: int  # all samples
-    on_cpu: int  # samples not waiting (frame kinds) and with a stack
+    on_cpu: int  # samples with a stack, not waiting (kind, or a leaf that waits: see leaf_waits)
     startup: int  # samples in import / start-up
+    steady_on_cpu: int  # on-CPU samples outside import / start-up
     handoff: int  # lock-kind samples that hand off to another thread or process
     merged: bool = False  # part of a row that holds several threads (no thread roots)
     worker_process: bool = False  # a multiprocessing child beside a parent process in the profile
@@ -347,10 +348,12 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     def per_group(mask: np.ndarray) -> np.ndarray:
         return np.bincount(group[mask], weights=value[mask], minlength=n_groups).astype(np.int64)
 
-    waiting = np.isin(kind, _WAIT_IDX)
+    # waiting: a lock/sleep/I/O kind, or a leaf that waits under a data or import stack
+    waiting = np.isin(kind, _WAIT_IDX) | leaf_waits
     g_value = per_group(np.ones(n_rows, dtype=bool))
     g_cpu = per_group(has & ~waiting)
     g_start = per_group(kind == PRIORITY["import"])
+    g_steady = per_group(has & ~waiting & (kind != PRIORITY["import"]))
     g_hand = per_group(handoff)
     g_unbooted = per_group(has & ~booted)
     g_stacked = per_group(has)
@@ -407,6 +410,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         Group(index=r["index"], thread_row=r["thread_row"], pid=r["pid"], tid=r["tid"], label=r["label"],
               main=bool(main_g[r["index"]]), critical=bool(critical_g[r["index"]]),
               value=int(g_value[r["index"]]), on_cpu=int(g_cpu[r["index"]]), startup=int(g_start[r["index"]]),
+              steady_on_cpu=int(g_steady[r["index"]]),
               handoff=int(g_hand[r["index"]]), merged=r["merged"], worker_process=r["pid"] in worker_pids,
               process_value=length_of_pid[r["pid"]])
         for r in raw
