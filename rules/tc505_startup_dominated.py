@@ -100,7 +100,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
         names = _modules(cs, mods[here], cs.value[sel][here])
         where = cs.frame_label(f) if f >= 0 else "no frame of the program (interpreter or library start-up)"
         if f >= 0:
-            top_lines.append(f"{', '.join(names[:2]) or 'modules'} from {cs.location(f)}, {cs.amount(v)}")
+            top_lines.append(f"{', '.join(names[:2]) or 'modules without a Python frame'} from {cs.location(f)}, "
+                             f"{cs.amount(v)}")
         evidence.append(Evidence(
             what=f"{where} imports {', '.join(names[:3]) or 'modules'}: {cpus.pct(v, value):.0f}% of start-up",
             duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f) if f >= 0 else None,
