@@ -399,3 +399,15 @@ def test_markdown_and_json_of_a_corpus_profile():
     d = cpu_profile_json(raw)
     assert d["unit"] == "samples" and d["hot_spots"][0]["self_samples"] == raw.hot_spots[0].self_value
     assert d["total_ns"] is None
+
+
+@pytest.mark.parametrize("content", ["thread (1): MainThread 40\n", " 5\n"])
+def test_profiles_without_any_stack_do_not_crash(tmp_path, content):
+    from traceclass.analysis import analyze
+    from traceclass.ingest import load
+
+    p = tmp_path / "stackless.txt"
+    p.write_text(content)
+    cpu = analyze(load(p)).cpu
+    assert cpu is not None
+    assert "empty stack" in cpu.verdict()

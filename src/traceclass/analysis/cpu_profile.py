@@ -176,7 +176,9 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
     n_kinds = len(KIND_CODES)
     row_kind = np.where(has_stack, node_kind[np.maximum(node, 0)] if len(st) else 0, n_kinds)  # n_kinds = none
     unverified_f = _unverified_frames(trace)
-    unverified_row = has_stack & (row_kind == PRIORITY["python"]) & unverified_f[np.maximum(leaf_frame, 0)]
+    # profiles where no sample has a stack (only empty or root-only lines) have no frames
+    unverified_leaf = unverified_f[np.maximum(leaf_frame, 0)] if len(unverified_f) else np.zeros(len(s), dtype=bool)
+    unverified_row = has_stack & (row_kind == PRIORITY["python"]) & unverified_leaf
 
     states_known = len(s) > 0 and bool((s.state >= 0).all())
     if states_known:
