@@ -47,6 +47,7 @@ from traceclass.analysis.cpu_profile import (
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, RULES, WAITING, Classifier
 from traceclass.model import Trace
 from traceclass.model.nesting import ancestors_until
+from traceclass.units import duration
 
 #: py-spy's default sampling rate is 100 Hz (``py-spy record --rate``, default 100)
 PYSPY_DEFAULT_INTERVAL_NS = 10_000_000
@@ -240,14 +241,7 @@ def _samples(cs: CpuSites, value: int | float) -> int | None:
 
 
 def _duration(ns: float) -> str:
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.3g} us"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e9:.3g} s"
+    return duration(ns, ascii=True)
 
 
 # --------------------------------------------------------------------------- building

@@ -128,21 +128,14 @@ def climb_while(parent: np.ndarray, rows: np.ndarray, member: np.ndarray) -> np.
 
 
 def duration_text(ns: float) -> str:
-    """``1234567`` -> ``1.23 ms`` (rule messages; the same rounding as the report's units)."""
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.3g} us"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e9:.3g} s"
+    """``1234567`` -> ``1.23 ms`` in rule messages (plain ASCII; the report's rounding)."""
+    from traceclass.units import duration
+
+    return duration(ns, ascii=True)
 
 
 def size_text(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "bytes not recorded"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
+    """Bytes in rule messages (decimal units, as the report)."""
+    from traceclass.units import size
+
+    return "bytes not recorded" if nbytes is None else size(nbytes)

@@ -17,7 +17,7 @@ from traceclass.analysis.cpu_profile import (
     ThreadProfile,
 )
 from traceclass.analysis.frame_kinds import label as kind_label
-from traceclass.render import units
+from traceclass import units
 from traceclass.render.escape import code
 
 _BASIS_TEXT = {

@@ -12,7 +12,7 @@ import datetime
 import json
 from typing import Any, Mapping, Sequence
 
-from traceclass.render import units
+from traceclass import units
 from traceclass.render.escape import clean, code
 
 Segment = tuple[str, str]  # ("text", plain words we wrote) or ("name", untrusted name)

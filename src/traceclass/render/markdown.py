@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from traceclass.render import units
+from traceclass import units
 from traceclass.render.escape import code, text
 from traceclass.render.verdict import opportunities, verdict_sentences
 from traceclass.report.model import Report

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from traceclass.render import units
+from traceclass import units
 from traceclass.report.model import Report
 
 Fmt = Callable[[str], str]

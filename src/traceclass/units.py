@@ -1,4 +1,7 @@
-"""Human-readable numbers with units, fixed rounding (so snapshots are stable)."""
+"""Human-readable numbers with units, fixed rounding (so snapshots are stable).
+
+Shared by renderers and rule messages (rules write plain ASCII: ``ascii=True`` gives "us").
+"""
 
 from __future__ import annotations
 
@@ -9,16 +12,17 @@ def _finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 
-def duration(ns: float | None) -> str:
+def duration(ns: float | None, ascii: bool = False) -> str:
     """``1234567`` -> ``1.23 ms``; picks ns/µs/ms/s."""
     if not _finite(ns):
-        return "—"
+        return "-" if ascii else "—"
     assert ns is not None
     a = abs(ns)
+    us = "us" if ascii else "µs"
     if a < 1_000:
         return f"{ns:.0f} ns"
     if a < 1_000_000:
-        return f"{ns / 1e3:.3g} µs" if a < 100_000 else f"{ns / 1e3:.0f} µs"
+        return f"{ns / 1e3:.3g} {us}" if a < 100_000 else f"{ns / 1e3:.0f} {us}"
     if a < 1_000_000_000:
         return f"{ns / 1e6:.3g} ms" if a < 100_000_000 else f"{ns / 1e6:.0f} ms"
     return f"{ns / 1e9:.3g} s"
