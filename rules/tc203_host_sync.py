@@ -136,7 +136,6 @@ def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvents, site: str, sel: np.ndarray,
              step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> Finding | None:
-    trace = ctx.trace
     steady = ~st.warmup[step]
     if not steady.any():
         return None

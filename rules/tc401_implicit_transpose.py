@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-import numpy as np
 
 from traceclass.analysis.layout_sites import KERNELS, MISMATCH, TRANSPOSE, LayoutSite, layout_sites
 from traceclass.analysis.sites import duration_text, size_text

@@ -35,6 +35,7 @@ from traceclass.compare.match import (
 )
 from traceclass.compare.noise import NoiseCall
 from traceclass.compare.run import OpGroup, Run, Stage, gpu_names, mean
+from traceclass.report.plain import plain
 
 SCHEMA_VERSION = 1
 COPY_FAMILIES = ("memcpy", "memset")
@@ -462,29 +463,31 @@ def _verdict(b: Run, c: Run, step: StageDelta | None, ops: list[OpDelta], stages
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, Delta):
-        return {
-            "baseline": _plain(obj.baseline),
-            "candidate": _plain(obj.candidate),
-            "delta": _plain(obj.delta),
-            "delta_pct": _plain(obj.delta_pct),
-            "unit": obj.unit,
-            "label": obj.call.label,
-            "noise": _plain(obj.call),
-        }
-    if isinstance(obj, NoiseCall):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, float):
-        if not math.isfinite(obj):
+    def delta(o: Any) -> Any:
+        if isinstance(o, Delta):
+            return {
+                "baseline": _number(o.baseline),
+                "candidate": _number(o.candidate),
+                "delta": _number(o.delta),
+                "delta_pct": _number(o.delta_pct),
+                "unit": o.unit,
+                "label": o.call.label,
+                "noise": plain(o.call),
+            }
+        if isinstance(o, float):
+            return _number(o)
+        return NotImplemented
+
+    return plain(obj, hook=delta)
+
+
+def _number(x: Any) -> Any:
+    """Integral floats as ints (ns counts read back from JSON), non-finite as None."""
+    if isinstance(x, float):
+        if not math.isfinite(x):
             return None
-        return int(obj) if obj.is_integer() and abs(obj) < 2**53 else obj
-    return obj
+        return int(x) if x.is_integer() and abs(x) < 2**53 else x
+    return x
 
 
 def to_dict(diff: DiffReport) -> dict[str, Any]:

@@ -13,10 +13,10 @@ kernel families then fall back to "total ÷ steps in the trace" with the noise u
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Sequence
 
 from traceclass.errors import TraceFormatError
+from traceclass.report.plain import plain
 from traceclass.report.model import Report
 from traceclass.rule import Finding
 
@@ -138,21 +138,7 @@ def report_dict(report: Report) -> dict[str, Any]:
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, Finding):
-        d = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "evidence"}
-        d["fingerprint"] = obj.fingerprint
-        return d
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(x) for x in obj]
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _plain(obj.item())
-    return obj
+    return plain(obj, evidence=False)
 
 
 def is_report_dict(d: Any) -> bool:

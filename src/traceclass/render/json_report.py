@@ -9,32 +9,16 @@ rates per second, shares percent (``*_pct``); non-finite numbers become ``null``
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 from typing import Any
 
 from traceclass.render.verdict import bound_mix, verdict_sentences
 from traceclass.report.model import Report
-from traceclass.rule import Finding
+from traceclass.report.plain import plain
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, Finding):
-        d = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-        d["fingerprint"] = obj.fingerprint
-        return d
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _plain(obj.item())
-    return obj
+    return plain(obj)
 
 
 def to_dict(report: Report) -> dict[str, Any]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
-from traceclass.analysis.roofline import COMPUTE, LATENCY, MEMORY
+from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
 from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.report.model import (
@@ -528,15 +528,3 @@ def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
 
 def relative(trace: Trace, t_ns: int | None) -> int | None:
     return None if t_ns is None else t_ns - _t0(trace)
-
-
-def as_dict(obj: Any) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [as_dict(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): as_dict(v) for k, v in obj.items()}
-    return obj
