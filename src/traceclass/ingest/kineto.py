@@ -78,41 +78,19 @@ class _Args(msgspec.Struct, gc=False):
 _NO_ARGS = _Args()
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Optional[_Args] = None
+def _event_struct(name: str, ts: tuple[Any, Any], args: Any) -> type[msgspec.Struct]:
+    """An event struct: the fields we read, with the given types for ``ts`` and ``args``."""
+    fields = [(f, Any, None) for f in ("ph", "cat", "name", "pid", "tid")]
+    fields += [("ts", *ts), ("dur", Any, None), ("args", args, None)]
+    return msgspec.defstruct(name, fields, gc=False)
 
 
-class _EventRawTs(msgspec.Struct, gc=False):
-    """Same fields, ``ts`` kept as text: used once a file needs exact timestamp parsing."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: msgspec.Raw = _EMPTY
-    dur: Any = None
-    args: Optional[_Args] = None
-
-
-class _LooseEvent(msgspec.Struct, gc=False):
-    """Fallback when some event's ``args`` is not an object: args converted one by one."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Any = None
+#: the usual decode: ts as a number, args typed
+_Event = _event_struct("_Event", (Any, None), Optional[_Args])
+#: once a file needs exact timestamps (epoch-us floats), ts is kept as its text
+_EventRawTs = _event_struct("_EventRawTs", (msgspec.Raw, _EMPTY), Optional[_Args])
+#: fallback when some event's args is not an object: args are converted one by one
+_LooseEvent = _event_struct("_LooseEvent", (Any, None), Any)
 
 
 class _TsText(msgspec.Struct, gc=False):
@@ -373,7 +351,7 @@ class _ChunkState:
             ts_ns = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
         return ts_ns, dur_ns
 
-    def _meta(self, sub: list[_Event]) -> None:
+    def _meta(self, sub: list[Any]) -> None:
         for e in sub:
             if e.name == "thread_name":
                 tname = _args(e.args).name
@@ -381,7 +359,7 @@ class _ChunkState:
                 if isinstance(tname, str) and pid is not None and tid is not None:
                     self.thread_names[(pid, tid)] = tname
 
-    def _memory(self, sub: list[_Event], t: np.ndarray) -> None:
+    def _memory(self, sub: list[Any], t: np.ndarray) -> None:
         keep = [k for k, e in enumerate(sub) if e.name == "[memory]"]
         if not keep:
             return
@@ -396,7 +374,7 @@ class _ChunkState:
             device=_ints([a.device_id for a in args]),
         )
 
-    def _timed(self, c: int, sub: list[_Event], t: np.ndarray, d: np.ndarray) -> None:
+    def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray) -> None:
         names = self.strings.intern_many([_str(e.name) for e in sub])
         if self.loose:
             args = [_args(e.args) for e in sub]
