@@ -28,7 +28,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="compact markdown for a GitHub issue body (fits 65,536 characters; details folded)")
     p.add_argument("--plot", metavar="FILE.png", help="also write a roofline chart (matplotlib)")
     p.add_argument("--device", metavar="NAME", help="judge GPU work against this device spec (see `traceclass devices`)")
-    p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
+    p.add_argument("--cpu", metavar="NAME[:CORES]", dest="cpu_device",
+                   help="host CPU spec for CPU-only traces, e.g. cpu-generic-avx512:16 (default: one AVX2 core)")
     p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
     p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps", help="steps reported as warm-up (default 1)")
     p.add_argument("--top", type=int, metavar="N", dest="top_n", help="rows in op and kernel tables (default 15)")
