@@ -123,3 +123,12 @@ def test_shares_are_judged_in_points():
     assert noise.judge([], [], 60.0, 75.0, time_like=False, points=True).label == noise.HIGHER
     # relative judgement of the same idle share would call an 88% drop
     assert noise.judge([], [], 8.1, 1.0, time_like=False).label == noise.LOWER
+
+
+def test_p_value_text_reads_as_one_relation():
+    assert noise.p_text(0.0079) == "p = 0.008"
+    assert noise.p_text(0.41) == "p = 0.41"
+    assert noise.p_text(1e-6) == "p < 0.001"  # not "p = < 0.001"
+    far = noise.judge([10.0 + 0.01 * k for k in range(20)], [20.0 + 0.01 * k for k in range(20)], 10.1, 20.1)
+    assert far.reason == "p < 0.001"
+

@@ -67,7 +67,7 @@ class NoiseCall:
     n_baseline: int
     n_candidate: int
     noise_known: bool  # False: a run had a single sample, the fallback rule decided
-    reason: str  # short plain text: "p = 0.008", "p = 0.41", "single sample: noise unknown"
+    reason: str  # short plain text: "p = 0.008", "p < 0.001", "single sample: noise unknown"
 
     @property
     def beyond_noise(self) -> bool:
@@ -110,16 +110,17 @@ def judge(
     else:
         test, p = WELCH, welch_p(b, c)
     if p >= ALPHA:
-        return NoiseCall(WITHIN, test, p, nb, nc, True, f"p = {_fmt_p(p)}")
+        return NoiseCall(WITHIN, test, p, nb, nc, True, p_text(p))
     if rel < MIN_EFFECT_PCT:
-        return NoiseCall(WITHIN, test, p, nb, nc, True, f"p = {_fmt_p(p)} but |Δ| < {MIN_EFFECT_PCT:g}%")
-    return NoiseCall(direction, test, p, nb, nc, True, f"p = {_fmt_p(p)}")
+        return NoiseCall(WITHIN, test, p, nb, nc, True, f"{p_text(p)} but |Δ| < {MIN_EFFECT_PCT:g}%")
+    return NoiseCall(direction, test, p, nb, nc, True, p_text(p))
 
 
-def _fmt_p(p: float) -> str:
+def p_text(p: float) -> str:
+    """``p = 0.008``, ``p = 0.41``; below 0.001 ``p < 0.001``."""
     if p < 0.001:
-        return "< 0.001"
-    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+        return "p < 0.001"
+    return f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
 
 
 def _min_two_sided_p(n1: int, n2: int) -> float:

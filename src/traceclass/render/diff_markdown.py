@@ -198,8 +198,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
 
 def _p_clause(n: Mapping[str, Any]) -> str:
     reason = n["reason"]
-    p = reason.split(" but ")[0]  # "p = 0.008" / "p = < 0.001"
-    p = p.replace("p = < ", "p < ")
+    p = reason.split(" but ")[0]  # "p = 0.008" / "p < 0.001"
     return f"{n['test']}, {p}"
 
 
