@@ -24,6 +24,7 @@ Layout::
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import sys
@@ -87,19 +88,42 @@ DEFAULT_CHECK = {
     "stage_p50_pct": 5.0,
 }
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)\s*$")
+_DURATION = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)\s*$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_MAX_BUDGET_NS = 1e18  # ~31 years: anything larger is a typo, and would not fit a 64-bit ns count
 
 
 def parse_duration_ns(value: Any, where: str) -> int:
-    """``"10ms"`` -> 10_000_000; bare numbers are milliseconds."""
+    """``"10ms"`` -> 10_000_000; bare numbers are milliseconds. A budget must be a finite time
+    of at least 1 ns: zero, negative, non-finite and boolean values raise ConfigError."""
+    ns: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(round(float(value) * 1e6))
-    if isinstance(value, str):
+        ns = float(value) * 1e6
+    elif isinstance(value, str):
         m = _DURATION.match(value)
         if m:
-            return int(round(float(m.group(1)) * _UNIT_NS[m.group(2)]))
-    raise ConfigError(f"{where}: {value!r} is not a duration (examples: \"10ms\", \"250us\", 1.5)")
+            ns = float(m.group(1)) * _UNIT_NS[m.group(2)]
+    if ns is None:
+        raise ConfigError(f"{where}: {value!r} is not a duration (examples: \"10ms\", \"250us\", 1.5)")
+    if not math.isfinite(ns):
+        raise ConfigError(f"{where}: {value!r} is not a finite duration (examples: \"10ms\", \"250us\", 1.5)")
+    if ns > _MAX_BUDGET_NS:
+        raise ConfigError(f"{where}: {value!r} is too large for a budget")
+    if round(ns) < 1:
+        raise ConfigError(f"{where}: a budget must be a positive duration, got {value!r}")
+    return int(round(ns))
+
+
+def check_threshold(value: Any, where: str) -> float:
+    """A ``[tool.traceclass.check]`` threshold: a finite number >= 0 (percent or points)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: must be a number (percent or percentage points, e.g. 5), got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
+    if v < 0:
+        raise ConfigError(f"{where}: must be >= 0 (it is the allowed worsening), got {value!r}")
+    return v
 
 
 def load_config(
@@ -144,12 +168,14 @@ def load_config(
                     _merge_rule(rules, code, th, where)
             elif re.fullmatch(r"TC\d{3}", key) and isinstance(value, dict):
                 _merge_rule(rules, key, value, where)
-            elif key == "check" and isinstance(value, dict):
+            elif key in ("check", "budgets") and not isinstance(value, dict):
+                raise ConfigError(f"{where}: {key} must be a table ([tool.traceclass.{key}]), got {value!r}")
+            elif key == "check":
                 for ck, cv in value.items():
                     if ck not in DEFAULT_CHECK:
                         raise ConfigError(f"{where}: unknown check threshold {ck!r}; known: {', '.join(DEFAULT_CHECK)}")
-                    check[ck] = float(cv)
-            elif key == "budgets" and isinstance(value, dict):
+                    check[ck] = check_threshold(cv, f"{where}: check.{ck}")
+            elif key == "budgets":
                 for stage, v in value.items():
                     budgets[str(stage)] = parse_duration_ns(v, f"{where}: budgets.{stage}")
             elif key == "select":
