@@ -478,7 +478,10 @@ def runs_of_short(rows: np.ndarray, s: np.ndarray, e: np.ndarray, short: np.ndar
     g0, g1 = tl.gaps(busy)
     lo = np.searchsorted(g0, w0, side="left")
     hi = np.searchsorted(g1, w1, side="right")
-    return [Run(rows[a:b], int(x0), int(x1), int(b_), (g1 - g0)[p:q])
+    # the gap lengths once; each run copies its own slices, so no run pins a whole-device array
+    # (a view would keep the 1M-row parent alive for as long as any run lives)
+    glen = g1 - g0
+    return [Run(rows[a:b].copy(), int(x0), int(x1), int(b_), glen[p:q].copy())
             for a, b, x0, x1, b_, p, q in zip(firsts.tolist(), lasts.tolist(), w0.tolist(), w1.tolist(),
                                              bz.tolist(), lo.tolist(), hi.tolist())]
 
