@@ -10,7 +10,8 @@ from traceclass.cli._runs import load_run
 from traceclass.cli.analyze import config_from_args
 
 COMMAND = "check"
-HELP = "regression gate: compare a run with a baseline file; exit 1 on a regression or exceeded budget"
+HELP = ("regression gate: compare a run with a baseline file; exit 1 on a regression or exceeded budget, "
+        "2 when nothing could be compared")
 DESCRIPTION = (
     "Compare CANDIDATE (trace or JSON report) with a baseline (traceclass baseline save; a trace or "
     "JSON report also works) on step P50 and P99, GPU busy share, peak memory and per-stage P50, "
@@ -19,7 +20,9 @@ DESCRIPTION = (
     "(preprocess = \"10ms\"). P50 regressions must also be beyond noise (Mann-Whitney U / Welch, "
     "p < 0.05) when both runs have several steps. Prints a short markdown summary for a CI log or a "
     "pull-request comment. Exit codes: 0 within thresholds and budgets, 1 regression or budget "
-    "exceeded, 2 bad input or configuration."
+    "exceeded, 2 bad input or configuration, or nothing comparable: no metric was measured in both "
+    "runs (no steps or ranges, GPU activity or memory events in common, and no budget; e.g. two "
+    "sampled CPU profiles, which `traceclass diff` compares) — a gate that checked nothing does not pass."
 )
 
 
@@ -57,4 +60,6 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.output, out)
     sys.stdout.write(out)
     sys.stdout.flush()
+    if result.nothing_comparable:
+        print(f"traceclass: nothing comparable: {result.nothing_comparable}", file=sys.stderr)
     return result.exit_code

@@ -19,6 +19,11 @@ Budgets (``[tool.traceclass.budgets]``, e.g. ``preprocess = "10ms"``): the candi
 that stage must not exceed the budget. A budget names a stage exactly, or by the part after its
 last ``:`` (``preprocess`` matches ``stage:preprocess``), or ``step`` for the step stage; a
 budget that matches no stage of the candidate fails (a renamed stage must not pass silently).
+
+Outcome: ``fail`` (exit 1) when a row regressed, is over budget or missing; ``nothing
+comparable`` (exit 2) when no row could be compared at all — no step, stage, GPU busy share
+or memory peak measured in both runs and no budget (two sampled CPU profiles, say): a gate
+that checked nothing must not pass; else ``pass`` (exit 0).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ GATE_RULE = (
 OK, REGRESSED, IMPROVED, OVER_BUDGET, MISSING, NOT_APPLICABLE = (
     "ok", "regressed", "improved", "over budget", "missing", "n/a")
 FAILING = (REGRESSED, OVER_BUDGET, MISSING)
+PASS, FAIL, NOTHING_COMPARABLE = "pass", "fail", "nothing comparable"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +84,28 @@ class CheckResult:
     budgets_ns: dict[str, int]
     method: str
 
+    nothing_comparable: str = ""  # why no metric could be compared ("" when one could)
+
     @property
     def failed(self) -> bool:
         return any(r.status in FAILING for r in self.rows)
 
     @property
+    def comparable(self) -> bool:
+        """Whether any row compared something (a budget row judges the candidate alone)."""
+        return any(r.status != NOT_APPLICABLE for r in self.rows)
+
+    @property
+    def outcome(self) -> str:
+        if self.failed:
+            return FAIL
+        return PASS if self.comparable else NOTHING_COMPARABLE
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.failed else 0
+        """1 on a failure; 2 when nothing could be compared (a gate that checked nothing must not
+        pass: for CI that is bad input, like an unreadable file); else 0."""
+        return {FAIL: 1, NOTHING_COMPARABLE: 2}.get(self.outcome, 0)
 
 
 def key_metrics(run: Run) -> dict[str, Any]:
@@ -162,7 +183,7 @@ def check(b: Run, c: Run, thresholds: Mapping[str, float], budgets_ns: Mapping[s
     else:
         for m, k in (("step P50", "step_p50_pct"), ("step P99", "step_p99_pct")):
             rows.append(CheckRow(m, "", None, None, "ns", _limit(k, th[k]), NOT_APPLICABLE, None,
-                                 "a run has no steps or ranges"))
+                                 f"no steps or ranges in {_which(sb is None, sc is None)}"))
     rows.append(_busy_row(b, c, th["gpu_busy_pct_points"], step_row))
     rows.append(_memory_row(b, c, th["peak_memory_pct"]))
     p = pair_stages(b, c)
@@ -178,8 +199,35 @@ def check(b: Run, c: Run, thresholds: Mapping[str, float], budgets_ns: Mapping[s
                              NOT_APPLICABLE, None, "new in the candidate"))
     for name, budget in budgets_ns.items():
         rows.append(_budget_row(name, budget, b, c))
-    return CheckResult(rows=tuple(rows), callouts=tuple(environment_differences(b, c)), thresholds=th,
-                       budgets_ns=dict(budgets_ns), method=GATE_RULE)
+    result = CheckResult(rows=tuple(rows), callouts=tuple(environment_differences(b, c)), thresholds=th,
+                         budgets_ns=dict(budgets_ns), method=GATE_RULE)
+    if not result.comparable:
+        result = dataclasses.replace(result, nothing_comparable=_why_nothing(b, c))
+    return result
+
+
+def _which(no_b: bool, no_c: bool) -> str:
+    return "either run" if no_b and no_c else "the baseline" if no_b else "the candidate"
+
+
+def _why_nothing(b: Run, c: Run) -> str:
+    """Plain text: what each metric lacked, and what to do instead."""
+    parts = []
+    if b.step is None or c.step is None:
+        parts.append(f"no steps or ranges in {_which(b.step is None, c.step is None)}")
+    if not (b.has_gpu and c.has_gpu):
+        parts.append(f"no GPU activity in {_which(not b.has_gpu, not c.has_gpu)}")
+    elif b.step is not None and c.step is not None:
+        parts.append("no per-step GPU busy time")
+    pb, pc = peak_memory(b), peak_memory(c)
+    if pb is None or pc is None:
+        parts.append(f"no memory events in {_which(pb is None, pc is None)}")
+    elif pb[0] != pc[0]:
+        parts.append("memory peaks of different devices")
+    if b.stages and c.stages:
+        parts.append("no stage in common")
+    text = "; ".join(parts) or "no metric was measured in both runs"
+    return text + " — the gate checked nothing"
 
 
 def _busy_row(b: Run, c: Run, points: float, step_row: CheckRow | None) -> CheckRow:
@@ -257,7 +305,9 @@ def to_dict(result: CheckResult, baseline_facts: Mapping[str, Any] | None = None
     return {
         "kind": "traceclass-check",
         "schema_version": 1,
-        "passed": not result.failed,
+        "passed": result.outcome == PASS,
+        "outcome": result.outcome,
+        "nothing_comparable": result.nothing_comparable or None,
         "exit_code": result.exit_code,
         "candidate": candidate_file,
         "baseline": dict(baseline_facts or {}),

@@ -368,6 +368,10 @@ def _check_delta(r: Mapping[str, Any]) -> str:
     return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({_signed_pct(r.get('delta_pct'))})"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 MAX_QUIET_STAGES = 10  # stage rows that pass, shown in the check summary (failing rows always are)
 
 
@@ -376,7 +380,13 @@ def render_check_markdown(d: Mapping[str, Any]) -> str:
     rows = d["rows"]
     failing = [r for r in rows if r["status"] in ("regressed", "over budget", "missing")]
     b = d.get("baseline") or {}
-    head = "PASS" if d["passed"] else f"FAIL: {len(failing)} metric(s) beyond threshold or budget"
+    outcome = d.get("outcome") or ("pass" if d["passed"] else "fail")
+    if outcome == "nothing comparable":
+        head = f"nothing comparable: {d.get('nothing_comparable') or 'no metric was measured in both runs'}"
+    elif outcome == "pass":
+        head = "PASS"
+    else:
+        head = f"FAIL: {_count(len(failing), 'metric')} beyond threshold or budget"
     L = [f"## traceclass check: {head}", ""]
     where = [f"candidate {code(d.get('candidate', ''))} vs baseline {code(b.get('file', ''))}"]
     git = b.get("git") or {}
