@@ -181,6 +181,15 @@ class Verdict:
     contributors: tuple[Contributor, ...]  # in the direction of the step change, largest first
     regressions: tuple[Regression, ...]  # material, beyond noise, largest first
     findings: dict[str, int]  # status -> count
+    #: runs ("baseline", "candidate") without step markers: their "step" is the profiler window,
+    #: whose length says nothing about the work inside it (a fixed-length capture)
+    no_step_markers: tuple[str, ...] = ()
+    #: with no step markers, the work is judged by the stages and the GPU busy time instead:
+    #: "slower", "faster", "mixed", "within noise", or "" when there is neither to judge
+    work_label: str = ""
+    work_stages: tuple[StageDelta, ...] = ()  # stages beyond noise, largest |delta| first
+    work_stages_compared: int = 0
+    work_gpu_busy: Delta | None = None  # GPU busy time in the window
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,15 +227,24 @@ def build_diff(b: Run, c: Run) -> DiffReport:
                       "and kernel families are compared as total ÷ steps in the trace, noise unknown")
     ops, appeared, vanished = _ops(b, c, series)
     families = _families(b, c, series)
+    synthetic = [w for w, r in (("baseline", b), ("candidate", c)) if r.step_synthetic]
+    if synthetic:
+        who = "neither run has" if len(synthetic) == 2 else f"the {synthetic[0]} has"
+        notes.append(f"{who} step markers (no ProfilerStep or NVTX step range): the step is the profiler "
+                     "window, one value per run, whose length need not follow the work; the verdict judges "
+                     "the stages and the GPU busy time instead")
     for run, which in ((b, "baseline"), (c, "candidate")):
         st = run.step
-        if st is not None and st.count < 2:
+        if run.step_synthetic:
+            pass
+        elif st is not None and st.count < 2:
             notes.append(f"the {which} has {st.count} steady step(s): noise unknown for per-step figures; "
                          f"|Δ| ≥ {noise.SINGLE_SAMPLE_PCT:g}% counts as a change")
         if st is None:
             notes.append(f"the {which} has no steps or ranges: no step time to compare")
     findings = _findings(b, c)
-    verdict = _verdict(b, c, step, ops + appeared + vanished, stages, families, findings)
+    gpu_step = _gpu_step(b, c)
+    verdict = _verdict(b, c, step, ops + appeared + vanished, stages, families, findings, gpu_step)
     callouts = environment_differences(b, c)
     workload = _workload_callout(ops, appeared, vanished)
     if workload is not None:
@@ -244,7 +262,7 @@ def build_diff(b: Run, c: Run) -> DiffReport:
         ops_appeared=tuple(appeared),
         ops_vanished=tuple(vanished),
         families=tuple(families),
-        gpu_step=_gpu_step(b, c),
+        gpu_step=gpu_step,
         devices=tuple(_devices(b, c)),
         memory=tuple(_memory(b, c)),
         findings=tuple(findings),
@@ -423,8 +441,24 @@ def _findings(b: Run, c: Run) -> list[FindingDelta]:
     return out
 
 
+def _work(stages: list[StageDelta], gpu: GpuStepDelta | None) -> tuple[str, list[StageDelta], int]:
+    """Direction of the work inside the window of runs without step markers: from the stages
+    (each judged on its own occurrences) and the GPU busy time."""
+    compared = [s for s in stages if s.kind != "step"]
+    moved = [s for s in compared if s.p50.label in (noise.FASTER, noise.SLOWER)]
+    moved.sort(key=lambda s: -abs(s.p50.delta or 0.0))
+    labels = {s.p50.label for s in moved}
+    if gpu is not None and gpu.busy.label in (noise.FASTER, noise.SLOWER):
+        labels.add(gpu.busy.label)
+    if not compared and gpu is None:
+        return "", moved, 0
+    if not labels:
+        return noise.WITHIN, moved, len(compared)
+    return (labels.pop() if len(labels) == 1 else "mixed"), moved, len(compared)
+
+
 def _verdict(b: Run, c: Run, step: StageDelta | None, ops: list[OpDelta], stages: list[StageDelta],
-             families: list[FamilyDelta], findings: list[FindingDelta]) -> Verdict:
+             families: list[FamilyDelta], findings: list[FindingDelta], gpu: GpuStepDelta | None = None) -> Verdict:
     change: float | None = None
     contributors: list[Contributor] = []
     material = 0.0
@@ -451,12 +485,20 @@ def _verdict(b: Run, c: Run, step: StageDelta | None, ops: list[OpDelta], stages
     for f in families:
         if f.per_step.label == noise.SLOWER and abs(f.per_step.delta or 0) >= material:
             regressions.append(Regression("kernel family", f.family, "", f.per_step))
+    no_markers = tuple(w for w, r in (("baseline", b), ("candidate", c)) if r.step_synthetic)
+    work_label, work_stages, compared = "", [], 0
+    if no_markers:
+        work_label, work_stages, compared = _work(stages, gpu)
+        if gpu is not None and gpu.busy.label == noise.SLOWER and abs(gpu.busy.delta or 0) >= material:
+            regressions.append(Regression("GPU busy", "", "", gpu.busy))
     regressions.sort(key=lambda r: -abs(r.delta.delta or 0.0))
     counts = {"resolved": 0, "new": 0, "persisting": 0}
     for f in findings:
         counts[f.status] += 1
     return Verdict(step=step, step_mean_change_ns=change, contributors=tuple(contributors),
-                   regressions=tuple(regressions), findings=counts)
+                   regressions=tuple(regressions), findings=counts, no_step_markers=no_markers,
+                   work_label=work_label, work_stages=tuple(work_stages), work_stages_compared=compared,
+                   work_gpu_busy=gpu.busy if (no_markers and gpu is not None) else None)
 
 
 # --------------------------------------------------------------------------- JSON form

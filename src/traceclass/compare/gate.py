@@ -10,7 +10,9 @@ Metrics (baseline vs candidate) and when each fails, thresholds from ``[tool.tra
   close to the slowest step, so no test is applied);
 * ``gpu_busy_pct_points`` — GPU busy share of the steady steps (busy ÷ wall): fails when it fell
   by more than this many percentage points, significantly, while the step did not get faster
-  beyond noise (a faster GPU also lowers the share; that is not a regression);
+  beyond noise (a faster GPU also lowers the share; that is not a regression). Not applied to
+  runs without step markers, whose "step" is the profiler window: busy ÷ a fixed window falls
+  when the GPU work gets faster;
 * ``peak_memory_pct`` — peak allocated memory (the GPU with the largest peak, else the host):
   fails above the threshold (one value per run);
 * ``stage_p50_pct`` — P50 of every other stage present in both runs, as for the step P50.
@@ -178,8 +180,14 @@ def check(b: Run, c: Run, thresholds: Mapping[str, float], budgets_ns: Mapping[s
     step_row = None
     if sb is not None and sc is not None:
         step_row = _time_row("step P50", "", sb, sc, "step_p50_pct", th["step_p50_pct"])
-        rows.append(step_row)
-        rows.append(_time_row("step P99", "", sb, sc, "step_p99_pct", th["step_p99_pct"], tested=False))
+        p99_row = _time_row("step P99", "", sb, sc, "step_p99_pct", th["step_p99_pct"], tested=False)
+        if b.step_synthetic or c.step_synthetic:
+            who = "either run" if (b.step_synthetic and c.step_synthetic) else \
+                "the baseline" if b.step_synthetic else "the candidate"
+            why = f"no step markers in {who}: the profiler window stands in for the step"
+            step_row, p99_row = (dataclasses.replace(r, note="; ".join(x for x in (r.note, why) if x))
+                                 for r in (step_row, p99_row))
+        rows += [step_row, p99_row]
     else:
         for m, k in (("step P50", "step_p50_pct"), ("step P99", "step_p99_pct")):
             rows.append(CheckRow(m, "", None, None, "ns", _limit(k, th[k]), NOT_APPLICABLE, None,
@@ -235,6 +243,12 @@ def _busy_row(b: Run, c: Run, points: float, step_row: CheckRow | None) -> Check
     if not (b.has_gpu and c.has_gpu and b.step and c.step):
         return CheckRow("GPU busy share", "", None, None, "pct", limit, NOT_APPLICABLE, None,
                         "no GPU activity in " + ("either run" if not (b.has_gpu or c.has_gpu) else "one run"))
+    if b.step_synthetic or c.step_synthetic:
+        # busy ÷ a fixed-length window rises when GPU work gets slower and falls when it gets
+        # faster: without steps the share cannot tell a regression from a speed-up
+        return CheckRow("GPU busy share", "", None, None, "pct", limit, NOT_APPLICABLE, None,
+                        "no step markers: a share of the profiler window does not tell slower GPU work "
+                        "from less idle time")
     xb, xc = gpu_busy_share(b.step), gpu_busy_share(c.step)
     if xb is None or xc is None:
         return CheckRow("GPU busy share", "", None, None, "pct", limit, NOT_APPLICABLE, None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
+from traceclass.analysis.stages import WHOLE_TRACE
 from traceclass.errors import TraceFormatError
 from traceclass.report.plain import plain
 from traceclass.report.model import Report
@@ -125,6 +126,12 @@ class Run:
         """The step stage (``ProfilerStep`` or the synthetic whole-trace step)."""
         steps = [s for s in self.stages if s.kind == "step"]
         return max(steps, key=lambda s: s.count) if steps else None
+
+    @property
+    def step_synthetic(self) -> bool:
+        """True when the run has no step markers: its "step" is the profiler window."""
+        st = self.step
+        return st is not None and st.name == WHOLE_TRACE
 
     @property
     def steps_in_trace(self) -> int:

@@ -113,9 +113,13 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         out.append(s)
     v = d["verdict"]
     step = v.get("step")
+    no_markers = v.get("no_step_markers") or []
     if step is None:
         out.append([("text", "No step times to compare (a run has no steps or ranges); "
                               "see the op groups and kernel families below.")])
+    elif no_markers:
+        out.append([("text", _window_sentence(step, no_markers))])
+        out.append(_work_sentence(v))
     else:
         p = step["p50"]
         b, c = p["baseline"], p["candidate"]
@@ -164,21 +168,23 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         for k, r in enumerate(regs[:3]):
             if k:
                 s.append(("text", "; "))
-            s += [("text", f"{r['what']} "), ("name", r["name"])]
+            s.append(("text", r["what"]))
+            if r["name"]:
+                s += [("text", " "), ("name", r["name"])]
             if r.get("detail"):
                 s += [("text", " on "), ("name", r["detail"])]
             dd = r["delta"]
             unknown = "" if dd["noise"]["noise_known"] else ", noise unknown"
             pct = "new in the candidate" if not dd["baseline"] else _signed_pct(dd["delta_pct"])
             per = "P50 " if r["what"] == "stage" else ""
-            tail = "" if r["what"] == "stage" else " per step"
+            tail = "" if r["what"] == "stage" else " in the window" if no_markers else " per step"
             s.append(("text", f" {per}by {_signed_duration(dd['delta'])}{tail} ({pct}{unknown})"))
         if len(regs) > 3:
             s.append(("text", f"; and {len(regs) - 3} more (tables below)"))
         s.append(("text", "."))
         out.append(s)
     elif step is not None:
-        known = step["p50"]["noise"]["noise_known"]
+        known = bool(v.get("work_stages_compared")) if no_markers else step["p50"]["noise"]["noise_known"]
         out.append([("text", "No regression beyond noise." if known else
                      "No regression above 10% (noise unknown).")])
     f = v.get("findings") or {}
@@ -194,6 +200,62 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         s.append(("text", "."))
         out.append(s)
     return out
+
+
+def _window_sentence(step: Mapping[str, Any], no_markers: Sequence[str]) -> str:
+    p = step["p50"]
+    who = "either run" if len(no_markers) == 2 else f"the {no_markers[0]}"
+    text = (f"No step markers in {who} (no ProfilerStep or NVTX step range): the profiler window stands in "
+            f"for the step ({value(p['baseline'], 'ns')} → {value(p['candidate'], 'ns')}, "
+            f"{_signed_pct(p['delta_pct'])}), and its length need not follow the work inside it")
+    if len(no_markers) == 1:
+        other = "candidate" if no_markers[0] == "baseline" else "baseline"
+        text += f"; the {other}'s step is compared with a whole window, which is not a like-for-like step time"
+    return text + "."
+
+
+def _change_text(dd: Mapping[str, Any]) -> str:
+    """``6 ms → 7.8 ms (+30.0%, Mann-Whitney U, p < 0.001)``."""
+    n = dd["noise"]
+    why = _p_clause(n) if (n["noise_known"] and n["test"] != "none") else "noise unknown"
+    return (f"{value(dd['baseline'], dd['unit'])} → {value(dd['candidate'], dd['unit'])} "
+            f"({_signed_pct(dd['delta_pct'])}, {why})")
+
+
+def _work_sentence(v: Mapping[str, Any]) -> list[Segment]:
+    """How the work inside the window moved, from the stages and the GPU busy time."""
+    label = v.get("work_label") or ""
+    stages = v.get("work_stages") or []
+    gpu = v.get("work_gpu_busy")
+    gpu_moved = gpu is not None and gpu["label"] in ("faster", "slower")
+    if not label:
+        return [("text", "There are no stages or GPU work to judge the work by either; "
+                         "see the op groups and kernel families below.")]
+    if label == "within noise":
+        parts = []
+        n = v.get("work_stages_compared") or 0
+        if n:
+            parts.append(f"{n} stage{'' if n == 1 else 's'} compared on their occurrences")
+        if gpu is not None:
+            parts.append(f"GPU busy {_change_text(gpu)}")
+        return [("text", "The work inside it did not change beyond noise: " + "; ".join(parts) + ".")]
+
+    def items(direction: str) -> list[Segment]:
+        segs: list[Segment] = []
+        chosen = [st for st in stages if st["p50"]["label"] == direction]
+        for k, st in enumerate(chosen[:3]):
+            segs += [("text", ", " if k else ""), ("text", "stage "), ("name", st["name"]),
+                     ("text", f" P50 {_change_text(st['p50'])}")]
+        if len(chosen) > 3:
+            segs.append(("text", f" and {len(chosen) - 3} more stage(s)"))
+        if gpu_moved and gpu["label"] == direction:
+            segs.append(("text", (", " if chosen else "") + f"GPU busy {_change_text(gpu)}"))
+        return segs
+
+    if label == "mixed":
+        return [("text", "The work inside it moved both ways: slower ")] + items("slower") + \
+            [("text", "; faster ")] + items("faster") + [("text", ".")]
+    return [("text", f"The work inside it got {label}: ")] + items(label) + [("text", ".")]
 
 
 def _p_clause(n: Mapping[str, Any]) -> str:
