@@ -137,11 +137,13 @@ def read_nvtx(
         fill={"domain": 0},
     )
     counts = _type_counts(db)
-    message = _messages(db, strings, c, where)
+    # messages stay local until a column keeps them: emit_nvtx writes one distinct text per
+    # op call (seq and op_id differ), and none of those texts is a name once parsed
+    message, texts = _messages(db, c, where)
 
     is_domain = c["type"] == DOMAIN_CREATE
     proc = process_key(c["gtid"])
-    domain_name = _domain_names(strings, proc, c["domain"], message, is_domain)
+    domain_name = _domain_names(strings, texts, proc, c["domain"], message, is_domain)
 
     rng = ~is_domain
     r = {k: v[rng] for k, v in c.items()}
@@ -166,13 +168,13 @@ def read_nvtx(
     op_seq = np.full(n, -1, dtype=np.int64)
     op_id = np.full(n, -1, dtype=np.int64)
     op_inputs = np.full(n, -1, dtype=np.int32)
-    plain_name = msg.copy()  # user scopes lose the emit_nvtx suffix
+    renamed = np.zeros(n, dtype=bool)  # user scopes lose the emit_nvtx suffix (name in op_name)
     has_shapes = False
     if candidate.any():
         codes, inv = np.unique(msg[candidate], return_inverse=True)
         rows = np.flatnonzero(candidate)
         inv = inv.ravel()
-        per = [parse_emit_nvtx(strings[int(k)]) for k in codes.tolist()]
+        per = [parse_emit_nvtx(texts[k]) for k in codes.tolist()]
         is_op = np.array([p is not None and p.is_op for p in per], dtype=bool)
         parsed = np.array([p is not None for p in per], dtype=bool)
         name_c = np.array(
@@ -180,7 +182,8 @@ def read_nvtx(
         )
         seq_c = np.array([p.seq if p is not None else -1 for p in per], dtype=np.int64)
         opid_c = np.array([p.op_id if p is not None else -1 for p in per], dtype=np.int64)
-        inp_c = np.array([_inputs_code(inputs, p) for p in per], dtype=np.int32)
+        sized: dict[str, int] = {}
+        inp_c = np.array([_inputs_code(inputs, p, sized) for p in per], dtype=np.int32)
         has_shapes = bool((inp_c >= 0).any())
         op_row[rows] = is_op[inv]
         op_name[rows] = name_c[inv]
@@ -190,16 +193,21 @@ def read_nvtx(
         if is_op.any():
             # this export has emit_nvtx ops: bare operator names beside them are ops too
             bare = np.array(
-                [p is None and _BARE_OP.fullmatch(strings[int(k)]) is not None
+                [strings.intern(texts[k]) if p is None and _BARE_OP.fullmatch(texts[k]) else -1
                  for p, k in zip(per, codes.tolist(), strict=True)],
-                dtype=bool,
+                dtype=np.int32,
             )
-            bare_rows = rows[bare[inv]]
+            bare_rows = rows[(bare >= 0)[inv]]
             op_row[bare_rows] = True
-            op_name[bare_rows] = msg[bare_rows]
+            op_name[bare_rows] = bare[inv][(bare >= 0)[inv]]
         user = rows[parsed[inv] & ~is_op[inv]]
-        plain_name[user] = op_name[user]
+        renamed[user] = True
 
+    ann_rows = ~op_row
+    # annotation names: the parsed name of a suffixed user scope, else the message itself
+    plain_name = np.where(
+        renamed, op_name, _to_strings(strings, texts, np.where(ann_rows & ~renamed, msg, -1))
+    ).astype(np.int32)
     ops = Ops.build(
         int(op_row.sum()),
         start_ns=r["start"][op_row],
@@ -211,7 +219,6 @@ def read_nvtx(
         seq=op_seq[op_row],
         inputs=op_inputs[op_row],
     )
-    ann_rows = ~op_row
     names = _qualified(strings, dom[ann_rows], plain_name[ann_rows])
     kind = _kinds(strings, plain_name[ann_rows], names)
     annotations = Annotations.build(
@@ -237,11 +244,16 @@ def read_nvtx(
     return NvtxResult(annotations, ops, counts, notes, has_shapes)
 
 
-def _inputs_code(inputs: InputsTable, p: EmitNvtx | None) -> int:
+def _inputs_code(inputs: InputsTable, p: EmitNvtx | None, seen: dict[str, int]) -> int:
+    """Input signature code of an op's ``sizes`` text (-1 without one); dtypes are all ``""``:
+    emit_nvtx records none, and :mod:`traceclass.analysis.ops` reads them off the kernels."""
     if p is None or not p.is_op or p.sizes is None:
         return -1
     sizes = p.sizes
-    return inputs.intern(("nvtx", sizes), lambda: parse_sizes(sizes))
+    code = seen.get(sizes)
+    if code is None:
+        code = seen[sizes] = inputs.intern(("nvtx", sizes), lambda: parse_sizes(sizes))
+    return code
 
 
 def _type_counts(db: NsysDb) -> dict[str, int]:
@@ -256,44 +268,70 @@ def _type_counts(db: NsysDb) -> dict[str, int]:
     }
 
 
-def _messages(db: NsysDb, strings: StringTable, c: dict[str, np.ndarray], where: str) -> np.ndarray:
-    """Message code per row: ``text`` when set, else ``StringIds[textId]``."""
+def _messages(db: NsysDb, c: dict[str, np.ndarray], where: str) -> tuple[np.ndarray, list[str]]:
+    """Message per row: ``text`` when set, else ``StringIds[textId]``, as a code into the
+    returned list of distinct texts (-1 for none). Nothing is interned in the trace's strings."""
     n = len(c["rowid"])
     out = np.full(n, -1, dtype=np.int32)
+    texts: list[str] = []
+    index: dict[str, int] = {}
+
+    def local(value: str) -> int:
+        code = index.get(value)
+        if code is None:
+            code = index[value] = len(texts)
+            texts.append(value)
+        return code
+
     if db.has(NVTX, "textId"):
-        (by_id,) = db.intern_ids(strings, c["text_id"])
-        out[:] = by_id
+        keys, values = db.string_values(c["text_id"])
+        if len(keys):
+            codes = np.array([local(v) for v in values], dtype=np.int32)
+            pos = lookup(keys, c["text_id"])
+            ok = pos >= 0
+            out[ok] = codes[pos[ok]]
     if db.has(NVTX, "text") and n:
         # only rows that carry inline text come back to Python; each distinct text is decoded once
         cur = db.con.execute(
             f"SELECT rowid, CAST(text AS BLOB) FROM {NVTX} WHERE ({where}) AND text IS NOT NULL"
         )
         rowids: list[int] = []
-        codes: list[int] = []
+        got: list[int] = []
         seen: dict[bytes, int] = {}
         for rid, raw in cur:
             code = seen.get(raw)
             if code is None:
-                code = strings.intern(text(raw))
-                seen[raw] = code
+                code = seen[raw] = local(text(raw))
             rowids.append(rid)
-            codes.append(code)
+            got.append(code)
         if rowids:
             pos = lookup(c["rowid"], np.asarray(rowids, dtype=np.int64))
             ok = pos >= 0
-            out[pos[ok]] = np.asarray(codes, dtype=np.int32)[ok]
+            out[pos[ok]] = np.asarray(got, dtype=np.int32)[ok]
+    return out, texts
+
+
+def _to_strings(strings: StringTable, texts: list[str], local: np.ndarray) -> np.ndarray:
+    """Codes of ``strings`` for local message codes (-1 stays -1), interning each text once."""
+    out = np.full(len(local), -1, dtype=np.int32)
+    used = local >= 0
+    if used.any():
+        uniq, inv = np.unique(local[used], return_inverse=True)
+        codes = np.array([strings.intern(texts[k]) for k in uniq.tolist()], dtype=np.int32)
+        out[used] = codes[inv.ravel()]
     return out
 
 
 def _domain_names(
-    strings: StringTable, proc: np.ndarray, domain: np.ndarray, message: np.ndarray,
-    is_domain: np.ndarray,
+    strings: StringTable, texts: list[str], proc: np.ndarray, domain: np.ndarray,
+    message: np.ndarray, is_domain: np.ndarray,
 ) -> np.ndarray:
-    """Domain name code per row (-1 for the default domain or an unnamed one)."""
+    """Domain name code of ``strings`` per row (-1 for the default domain or an unnamed one)."""
     out = np.full(len(proc), -1, dtype=np.int32)
     if not is_domain.any():
         return out
-    d_proc, d_id, d_name = proc[is_domain], domain[is_domain], message[is_domain]
+    d_proc, d_id = proc[is_domain], domain[is_domain]
+    d_name = _to_strings(strings, texts, message[is_domain])
     named = (domain > 0) & ~is_domain
     if named.any():
         hit = lookup2(d_proc, d_id, proc[named], domain[named])
