@@ -59,6 +59,13 @@ from traceclass.model.nesting import group_ids, lookup2
 #: Seconds ``nsys export`` may take before we give up on it.
 NSYS_EXPORT_TIMEOUT_S = 900
 
+#: ``trace.meta`` keys this reader sets for the analysis: ``"stage_projection": "same-thread"``
+#: (always: a range's GPU work is what its own thread launched in it) and ``"nvtx_ops": True``
+#: (when ``trace.ops`` came from torch ``emit_nvtx`` ranges, whose inputs carry shapes but no
+#: dtypes: every ``OpInputs.dtypes`` entry is ``""``).
+STAGE_PROJECTION = "stage_projection"
+NVTX_OPS = "nvtx_ops"
+
 
 def read_nsys_sqlite(path: str | os.PathLike[str], progress: Progress = None) -> Trace:
     """Read an Nsight Systems SQLite export.
@@ -199,6 +206,12 @@ def _read(db: NsysDb, path: str, progress: Progress) -> Trace:
 
     meta = _meta(db, version, capture_types)
     meta["event_counts"] = _counts(api, gpu, nvtx, sampled)
+    # an NVTX range owns the GPU work its own thread launched inside it (nsys' nvtx_gpu_proj
+    # rule); Kineto's helper-thread extension (autograd) does not apply to NVTX ranges
+    meta[STAGE_PROJECTION] = "same-thread"
+    if ops is not None and len(ops):
+        # ops are emit_nvtx ranges: names and sizes only, every input dtype "" (unknown)
+        meta[NVTX_OPS] = True
     producer = f"Nsight Systems {version.product}".strip()
     if version.source == "schema features":
         producer += " (era guessed from the schema; the export records no version)"
