@@ -1,16 +1,26 @@
 """Which hardware spec each trace device is judged against.
 
 Specs come from :mod:`traceclass.hardware` by the name the profiler reported, or from the
-user's ``--device NAME`` override. An unknown or ambiguous name yields no spec: the report
-says so and leaves roofline labels out rather than guess.
+user's ``--device NAME`` override. A device that is not in the table (or whose name is
+ambiguous) but whose export reports its memory bandwidth (Nsight Systems'
+``TARGET_INFO_GPU.memoryBandwidth``, e.g. a Jetson Orin board with 8 SMs) gets a *partial*
+spec: that bandwidth as its memory roof and no compute peaks, so copies and memory-bound
+work are still judged while FLOP work stays unclassified; nothing is invented. Without a
+reported bandwidth an unknown device yields no spec: the report says so and leaves roofline
+labels out rather than guess.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from types import MappingProxyType
 
 from traceclass import hardware
-from traceclass.model import Trace
+from traceclass.model import DeviceInfo, Trace
+
+#: ``ResolvedDevice.how`` of a partial spec built from the export alone.
+FROM_EXPORT = "not in the table; memory bandwidth from the export, no compute peaks"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,7 +28,7 @@ class ResolvedDevice:
     index: int  # trace device index; -1 for the host CPU
     reported_name: str
     spec: hardware.DeviceSpec | None
-    how: str  # "detected", "--device override", "measured bandwidth from the export", "unknown"
+    how: str  # "detected", "--device override", FROM_EXPORT, "unknown", ...
 
 
 def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str | None = None) -> dict[int, ResolvedDevice]:
@@ -37,6 +47,9 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
         if spec is not None and d.memory_bandwidth_bps:
             spec = hardware.with_measured_bandwidth(spec, d.memory_bandwidth_bps)
             how = "detected; memory bandwidth as the export reports it"
+        elif spec is None:
+            spec = bandwidth_only_spec(d)
+            how = FROM_EXPORT if spec is not None else how
         out[d.index] = ResolvedDevice(d.index, d.name, spec, how)
     for u in used:
         if u not in out:
@@ -44,3 +57,37 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
     cpu = hardware.get(cpu_override) if cpu_override else hardware.default_cpu()
     out[-1] = ResolvedDevice(-1, "host CPU", cpu, "--cpu override" if cpu_override else "assumed")
     return out
+
+
+def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
+    """A spec with only the memory bandwidth the trace reports for ``d`` (empty ``peaks``), or
+    None when it reports none. :func:`hardware.peak_flops` then answers None for every
+    precision, so the roofline gives FLOP work no label and judges copies by bandwidth."""
+    bps = d.memory_bandwidth_bps
+    if bps is None or not (bps > 0 and math.isfinite(bps)):
+        return None
+    shown = d.name.strip() or f"GPU {d.index}"
+    name = f"{shown} (bandwidth from the export)"
+    facts = [f"{bps / 1e9:.1f} GB/s memory bandwidth"]
+    if d.sm_count:
+        facts.append(f"{d.sm_count} SMs")
+    if d.clock_hz:
+        facts.append(f"{d.clock_hz / 1e9:.2f} GHz")
+    if d.compute_capability:
+        facts.append(f"compute capability {d.compute_capability}")
+    note = (f"{shown!r} matches no entry of the hardware table; the export reports "
+            f"{', '.join(facts)}. Only the memory roof is used: FLOP/s peaks are not guessed "
+            "from SM count and clock, so FLOP-bound work stays unclassified (--device NAME "
+            "judges it against a known spec).")
+    return hardware.DeviceSpec(
+        name=name,
+        label=name,
+        vendor=d.vendor.name.lower(),
+        memory_bandwidth_bps=float(bps),
+        peaks=MappingProxyType({}),
+        sources=MappingProxyType({"memory_bandwidth": "reported by the profiler for this device"}),
+        notes=(note,),
+        kind="gpu",
+        sm_count=d.sm_count,
+        memory_gb=d.memory_bytes / 2**30 if d.memory_bytes else None,
+    )
