@@ -559,3 +559,26 @@ def emit_nvtx_export(path: str | os.PathLike[str], t0: int = 5_000_000_000) -> d
         "annotations": ["my_stage", "forward"],
         "kernel_op": {k1: "aten::addmm", k2: "aten::relu"},
     }
+
+
+def two_thread_launch_export(path: str | os.PathLike[str], t0: int = 1_000_000_000) -> dict[str, Any]:
+    """An NVTX range ``mystage`` on thread A, three times; inside each, A launches
+    ``kernel_main`` (490 us) and thread B, which has no ranges, launches ``kernel_other``
+    (300 us). nsys projects a range onto the launches of its own thread only."""
+    other = TID + 5
+    with NsysExportBuilder(path, window=(t0, t0 + 10_000_000)) as b:
+        b.gpu()
+        b.thread("python")
+        b.thread("other", tid=other)
+        for i in range(3):
+            t = t0 + i * 3_000_000
+            b.nvtx(t, t + 1_000_000, "mystage")
+            b.launch(t + 1_000, t + 3_000, t + 10_000, t + 500_000, "kernel_main")
+            b.launch(t + 2_000, t + 4_000, t + 600_000, t + 900_000, "kernel_other", tid=other)
+    return {
+        "stage": "mystage",
+        "occurrences": 3,
+        "own_busy_ns": 490_000,  # per occurrence: kernel_main only
+        "other_busy_ns": 300_000,
+        "other_tid": other,
+    }

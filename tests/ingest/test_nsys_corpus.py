@@ -223,10 +223,13 @@ def test_reference_facts(loaded):
     assert len(t.api) == 8243
     assert t.devices[0].memory_bandwidth_bps == 29_376_000_000
     assert t.devices[0].sm_count == 8 and t.devices[0].compute_capability == "8.7"
+    assert t.devices[0].clock_hz == 1_020_000_000  # TARGET_INFO_GPU.clockRate: Hz
 
     t, _, _ = loaded("lockfuehrer_beast__report1_b.sqlite")
     assert Counter(t.strings[c] for c in t.api.name)["cuStreamSynchronize"] == 2256
     assert t.devices[0].memory_bytes == 32510 << 20  # 2020.3 stores MiB
+    # TARGET_INFO_CUDA_GPU only: kHz clock, SM count; a bandwidth of 0 is "not reported"
+    assert [(d.clock_hz, d.sm_count, d.memory_bandwidth_bps) for d in t.devices] == [(1.38e9, 80, None)] * 2
     assert t.meta["nsys.version_source"] == "schema features"
 
     t, _, _ = loaded("martisu_kmeans__report2.sqlite")
