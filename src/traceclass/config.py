@@ -50,6 +50,10 @@ class AnalysisConfig:
     latency_floor_us: float = 5.0
     #: the same for CPU ops: PyTorch eager dispatch costs ~1-10 us per op on the host
     cpu_latency_floor_us: float = 10.0
+    #: ...and a latency-bound call must also be short: one that takes longer than this although
+    #: its ideal time is tiny is an inefficient kernel (4x the floor: launch + ramp-up + tail)
+    latency_call_us: float = 20.0
+    cpu_latency_call_us: float = 40.0
     #: rows in the markdown op/kernel tables
     top_n: int = 15
     device: str | None = None  # --device NAME override
@@ -191,8 +195,15 @@ def load_config(
         acfg = AnalysisConfig(**analysis)
     except TypeError as exc:
         raise ConfigError(f"invalid analysis setting: {exc}") from None
-    if acfg.warmup_steps < 0 or acfg.latency_floor_us < 0 or acfg.top_n <= 0:
-        raise ConfigError("warmup_steps and latency floors must be >= 0, top_n > 0")
+    for f in dataclasses.fields(acfg):
+        v = getattr(acfg, f.name)
+        if isinstance(v, bool) or (f.type in ("int", "float") and not isinstance(v, (int, float))):
+            raise ConfigError(f"setting {f.name} must be a number, got {v!r}")
+    if acfg.warmup_steps < 0 or acfg.top_n <= 0 or any(
+        not (getattr(acfg, k) >= 0 and getattr(acfg, k) < float("inf"))
+        for k in ("latency_floor_us", "cpu_latency_floor_us", "latency_call_us", "cpu_latency_call_us")
+    ):
+        raise ConfigError("warmup_steps and latency settings must be finite and >= 0, top_n > 0")
     return Config(analysis=acfg, rules=rules, check=check, budgets=budgets,
                   sources=tuple(sources), select=select, ignore=ignore)
 

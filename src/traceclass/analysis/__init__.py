@@ -18,7 +18,7 @@ from traceclass.analysis.ops import OpAnalysis, analyze_ops
 from traceclass.analysis.roofline import Roof
 from traceclass.analysis.stages import Occurrences, StageStats, stage_occurrences, stage_stats
 from traceclass.config import AnalysisConfig
-from traceclass.model import Trace
+from traceclass.model import AnnotationKind, Trace, Vendor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,17 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     def roof_for(device: int, precision: str, unit: str) -> Roof | None:
         return _roof(devices, device, precision, unit)
 
-    ops = analyze_ops(trace, roof_for, cfg.latency_floor_us * 1000.0, cfg.cpu_latency_floor_us * 1000.0)
+    step_kind = int(AnnotationKind.STEP)
+    warm_steps = np.flatnonzero(occ.warmup & (np.array(occ.kinds, dtype=np.int64)[occ.stage] == step_kind))
+    windows = np.stack([occ.start_ns[warm_steps], occ.end_ns[warm_steps]], 1) if len(warm_steps) else None
+    # host ops of a GPU program whose kernels were not captured are not CPU work: no CPU roof
+    gpu_program = any(d.vendor in (Vendor.NVIDIA, Vendor.AMD) for d in trace.devices)
+    ops = analyze_ops(
+        trace, roof_for,
+        cfg.latency_floor_us * 1000.0, cfg.cpu_latency_floor_us * 1000.0,
+        cfg.latency_call_us * 1000.0, cfg.cpu_latency_call_us * 1000.0,
+        warmup_windows=windows, cpu_roof=not gpu_program,
+    )
     cpu = None
     if len(trace.samples):
         try:

@@ -47,6 +47,14 @@ class DeviceTimeline:
     streams: int
     profiler_window_ns: int | None  # the profiler's recording window, when known
     idle_in_profiler_window_ns: int | None
+    comm_overlap_pct: float | None = None  # comm time overlapped by compute / comm time (HTA)
+    longest_idle_start_ns: int | None = None  # the longest gap between GPU activity
+    longest_idle_end_ns: int | None = None
+    launches: int = 0  # kernel launches with a linked API call (graph launches excluded)
+    launch_delay_p50_ns: float | None = None  # kernel start - launch call end, clipped at 0 (HTA)
+    launch_delay_p90_ns: float | None = None
+    launch_delay_max_ns: int | None = None
+    kernels_shorter_than_launch: int = 0  # kernels that ran shorter than their launch call took
 
     @property
     def window_ns(self) -> int:
@@ -55,21 +63,6 @@ class DeviceTimeline:
     def share(self, value_ns: int) -> float:
         w = self.window_ns
         return 100.0 * value_ns / w if w > 0 else 0.0
-
-
-def device_masks(trace: Trace, device: int) -> dict[str, np.ndarray]:
-    """Row masks over ``trace.gpu`` for one device: active/compute/comm/copy."""
-    gpu = trace.gpu
-    fam = gpu_families(trace)
-    on = (gpu.device == device) & (gpu.kind != GpuKind.SYNC)
-    kernel = on & (gpu.kind == GpuKind.KERNEL)
-    comm = kernel & (fam == "comm")
-    return {
-        "active": on,
-        "compute": kernel & ~comm,
-        "comm": comm,
-        "copy": on & ((gpu.kind == GpuKind.MEMCPY) | (gpu.kind == GpuKind.MEMSET)),
-    }
 
 
 def device_timelines(trace: Trace) -> list[DeviceTimeline]:
@@ -99,8 +92,16 @@ def device_timelines(trace: Trace) -> list[DeviceTimeline]:
         if pw is not None and pw[1] > pw[0]:
             prof_ns = pw[1] - pw[0]
             idle_pw = prof_ns - tl.total(tl.clip(busy, pw[0], pw[1]))
+        gaps = tl.gaps(busy)
+        longest = int(np.argmax(gaps[1] - gaps[0])) if len(gaps[0]) else -1
+        launch = _launch_stats(trace, (gpu.device == dev) & (gpu.kind == GpuKind.KERNEL) & ~gpu.graph)
+        comm_total = tl.total(comm)
         out.append(
             DeviceTimeline(
+                comm_overlap_pct=100.0 * tl.total(tl.intersect(comm, compute)) / comm_total if comm_total else None,
+                longest_idle_start_ns=int(gaps[0][longest]) if longest >= 0 else None,
+                longest_idle_end_ns=int(gaps[1][longest]) if longest >= 0 else None,
+                **launch,
                 device=int(dev),
                 window_start_ns=w0,
                 window_end_ns=w1,
@@ -120,3 +121,22 @@ def device_timelines(trace: Trace) -> list[DeviceTimeline]:
             )
         )
     return out
+
+
+def _launch_stats(trace: Trace, rows_mask: np.ndarray) -> dict[str, object]:
+    """HTA's kernel launch statistics: launch delay (kernel start - end of its launch call,
+    clipped at 0) and kernels that ran shorter than the call that launched them."""
+    gpu, api = trace.gpu, trace.api
+    rows = np.flatnonzero(rows_mask & (gpu.api >= 0))
+    if not len(rows) or not len(api):
+        return {}
+    a = gpu.api[rows]
+    delay = np.maximum(gpu.start_ns[rows] - api.end_ns[a], 0).astype(np.float64)
+    call = api.end_ns[a] - api.start_ns[a]
+    return {
+        "launches": int(len(rows)),
+        "launch_delay_p50_ns": float(np.percentile(delay, 50)),
+        "launch_delay_p90_ns": float(np.percentile(delay, 90)),
+        "launch_delay_max_ns": int(delay.max()),
+        "kernels_shorter_than_launch": int(((gpu.end_ns[rows] - gpu.start_ns[rows]) < call).sum()),
+    }

@@ -2,21 +2,28 @@
 
 Ownership. Time is attributed to *owner* ops so that no FLOP or nanosecond counts twice:
 
-* an op is *modeled* when the cost model knows it; a modeled op with a modeled descendant
-  (``aten::linear`` above ``aten::addmm``) is not an owner, its leaf-most modeled descendant is;
-* every op row's owner is its nearest ancestor-or-self that is a leaf-most modeled op, or,
+* an op is *modeled* when the cost model knows it; a modeled op whose work a modeled
+  descendant already accounts for (``aten::linear`` above ``aten::addmm``) is a *wrapper*;
+* every op row's owner is its nearest ancestor-or-self that is a modeled non-wrapper op, or,
   when there is none, the row itself (an *unclassified* owner).
 
 GPU traces: an owner instance's time is the union of the intervals of all GPU rows its
 subtree launched (kernels on several streams are not double counted). GPU rows no op
-launched are grouped by kernel name, or under the graph launch that replayed them, and get a
-name-family label marked heuristic. CPU-only traces: a modeled owner's time is its inclusive
-duration; an unclassified owner's time is its self time (its children are owners of their own).
+launched are grouped by kernel name, or under the graph launch that replayed them. CPU-only
+traces: each op's self time goes to its owner.
+
+Labels: modeled ops get a roofline point; ops without a model but with kernels, and kernels
+without an op, get a label from the kernel-name family, marked heuristic; collective ops
+(``record_param_comms``, ``c10d::*``, ``nccl:*``) are ``communication``. Ops recorded without
+dtypes (Nsight ``emit_nvtx`` ranges) take the dtype their kernels' names show, or fp32,
+and say so. Work that starts inside warm-up steps is left out (steady state only).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from typing import Callable
 
 import numpy as np
@@ -24,12 +31,15 @@ import numpy as np
 from traceclass import costmodel
 from traceclass import timeline as tl
 from traceclass.analysis.kernel_families import gpu_families
-from traceclass.analysis.roofline import Point, Roof, classify, heuristic_point
-from traceclass.model import CopyKind, GpuKind, Trace
+from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
+from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
 from traceclass.model.nesting import ancestors_until, group_ids
 
 RoofFor = Callable[[int, str, str], Roof | None]  # (device index, precision, unit) -> Roof
+
+_COMM_OP = re.compile(r"^(record_param_comms|c10d::|c10d_functional::|_c10d_functional::|nccl:|gloo:|"
+                      r"ProcessGroup|DistributedDataParallel\.reducer|allreduce_|all_reduce)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +68,7 @@ class OpGroup:
 @dataclasses.dataclass(frozen=True)
 class OpAnalysis:
     groups: list[OpGroup]
-    total_ns: int  # denominator for shares: device busy (GPU) or op time (CPU)
+    total_ns: int  # denominator for shares: device busy (GPU) or op time (CPU), steady state
     unmodeled_names: dict[str, int]  # op name -> instance count, for ops with no cost model
     owner_of_op: np.ndarray  # owner row per op row
     owner_time_ns: np.ndarray  # per op row: time attributed when the row is an owner, else 0
@@ -66,9 +76,28 @@ class OpAnalysis:
     costs: dict[tuple[int, int], costmodel.OpCost | None]
     op_group: np.ndarray  # per op row: index into groups when the row is an owner, else -1
     gpu_group: np.ndarray  # per gpu row: index into groups, -1 for sync rows
+    excluded_warmup: int = 0  # owner instances / GPU rows left out as warm-up
 
 
-def _dominant_dtype(inputs) -> str:  # type: ignore[no-untyped-def]
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Latency thresholds (ns) for the labels: see :func:`traceclass.analysis.roofline.classify`."""
+
+    floor_ns: float
+    call_ns: float = math.inf
+
+
+@dataclasses.dataclass
+class _Env:
+    trace: Trace
+    costs: dict[tuple[int, int], costmodel.OpCost | None]
+    roof_for: RoofFor
+    limits: Limits
+    fam: np.ndarray
+    inferred: dict[int, str]  # inputs code -> note on how its dtype was inferred
+
+
+def _dominant_dtype(inputs: OpInputs | None) -> str:
     if inputs is None:
         return ""
     for d, t in zip(inputs.dims, inputs.dtypes):
@@ -79,30 +108,89 @@ def _dominant_dtype(inputs) -> str:  # type: ignore[no-untyped-def]
     return ""
 
 
-def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float,
-                cpu_latency_floor_ns: float) -> OpAnalysis:
+_KERNEL_DTYPE = [
+    ("bf16", re.compile(r"(?i)bf16|bfloat16")),
+    ("fp8", re.compile(r"(?i)fp8|e4m3|e5m2|f8f8")),
+    ("fp16", re.compile(r"(?i)fp16|half|f16|h884|h1688|h16816|hgemm|_h_|hmma")),
+    ("int8", re.compile(r"(?i)int8|i8i8|imma")),
+    ("fp64", re.compile(r"(?i)double|dgemm|fp64|f64")),
+    ("fp32", re.compile(r"(?i)sgemm|fp32|f32|s884|s1688|s16816|tf32|float")),
+]
+_DTYPE_TEXT = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp8": "c10::Float8_e4m3fn", "int8": "signed char",
+               "fp64": "double", "fp32": "float"}
+
+
+def _dtype_from_kernels(names: list[str]) -> str | None:
+    for dtype, pat in _KERNEL_DTYPE:
+        if any(pat.search(n) for n in names):
+            return dtype
+    return None
+
+
+def _fill_dtypes(inputs: OpInputs, dtype: str) -> OpInputs:
+    text = _DTYPE_TEXT[dtype]
+    return dataclasses.replace(inputs, dtypes=tuple(text if d is not None and not t else t
+                                                    for d, t in zip(inputs.dims, inputs.dtypes)))
+
+
+def _estimate_all(trace: Trace) -> tuple[dict[tuple[int, int], costmodel.OpCost | None], np.ndarray,
+                                          np.ndarray, np.ndarray, dict[int, str]]:
+    """Cost per distinct (name, inputs), and per-row modeled/flops/bytes."""
     ops = trace.ops
     n_ops = len(ops)
     costs: dict[tuple[int, int], costmodel.OpCost | None] = {}
-    modeled = np.zeros(n_ops, dtype=bool)
-    flops_row = np.zeros(n_ops)
-    bytes_row = np.zeros(n_ops)
-    if n_ops:
-        inv, n_pairs = group_ids(ops.name.astype(np.int64), ops.inputs.astype(np.int64))
-        first = np.zeros(n_pairs, dtype=np.int64)
-        first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
-        pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
-        ok = np.zeros(len(pair), dtype=bool)
-        fl = np.zeros(len(pair))
-        by = np.zeros(len(pair))
-        for k, (nc, ic) in enumerate(pair.tolist()):
-            c = costmodel.estimate(trace.strings[nc], trace.inputs[ic])
-            costs[(nc, ic)] = c
-            ok[k] = c is not None
-            if c is not None:
-                fl[k], by[k] = c.flops, c.bytes
-        modeled = ok[inv]
-        flops_row, bytes_row = fl[inv], by[inv]
+    inferred: dict[int, str] = {}
+    if not n_ops:
+        z = np.zeros(0)
+        return costs, z.astype(bool), z, z, inferred
+    inv, n_pairs = group_ids(ops.name.astype(np.int64), ops.inputs.astype(np.int64))
+    first = np.zeros(n_pairs, dtype=np.int64)
+    first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
+    pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
+    ok = np.zeros(len(pair), dtype=bool)
+    fl = np.zeros(len(pair))
+    by = np.zeros(len(pair))
+    kernel_names = _kernel_names_by_pair(trace, inv) if len(trace.gpu) else {}
+    for k, (nc, ic) in enumerate(pair.tolist()):
+        inputs = trace.inputs[ic]
+        if inputs is not None and inputs.dims and not any(inputs.dtypes):
+            # shapes without dtypes (Nsight emit_nvtx): the kernels' names usually say
+            names = kernel_names.get(k, [])
+            dtype = _dtype_from_kernels(names)
+            how = f"dtype {dtype} read from its kernel names" if dtype else "dtype not recorded: fp32 assumed"
+            inputs = _fill_dtypes(inputs, dtype or "fp32")
+            inferred[ic] = how
+        c = costmodel.estimate(trace.strings[nc], inputs)
+        if c is not None and ic in inferred:
+            c = dataclasses.replace(c, note="; ".join(x for x in (c.note, inferred[ic]) if x))
+        costs[(nc, ic)] = c
+        ok[k] = c is not None
+        if c is not None:
+            fl[k], by[k] = c.flops, c.bytes
+    return costs, ok[inv], fl[inv], by[inv], inferred
+
+
+def _kernel_names_by_pair(trace: Trace, pair_of_op: np.ndarray) -> dict[int, list[str]]:
+    gpu = trace.gpu
+    rows = np.flatnonzero((gpu.op >= 0) & (gpu.kind == GpuKind.KERNEL))
+    out: dict[int, list[str]] = {}
+    if not len(rows):
+        return out
+    keys = pair_of_op[gpu.op[rows]]
+    for k, sel in _slices(keys, rows).items():
+        out[k] = [trace.strings[c] for c in np.unique(gpu.name[sel]).tolist()]
+    return out
+
+
+def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_latency_floor_ns: float,
+                latency_call_ns: float = math.inf, cpu_latency_call_ns: float = math.inf,
+                warmup_windows: np.ndarray | None = None, cpu_roof: bool = True) -> OpAnalysis:
+    """Op groups of the trace. ``warmup_windows`` is an (n, 2) array of warm-up step ranges whose
+    work is left out; ``cpu_roof`` False leaves host ops unlabelled (ops of a GPU program whose
+    kernels were not captured must not be judged against a CPU)."""
+    ops = trace.ops
+    n_ops = len(ops)
+    costs, modeled, flops_row, bytes_row, inferred = _estimate_all(trace)
     parent = ops.parent.astype(np.int64)
     demoted = _wrappers(parent, modeled, flops_row, bytes_row)
     owner_mask = modeled & ~demoted
@@ -111,26 +199,48 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float,
 
     unmodeled: dict[str, int] = {}
     if n_ops:
-        un = owner_of_op == np.arange(n_ops)
-        un &= ~modeled
+        un = (owner_of_op == np.arange(n_ops)) & ~modeled
         codes, cnt = np.unique(ops.name[un], return_counts=True)
         unmodeled = {trace.strings[c]: int(k) for c, k in zip(codes.tolist(), cnt.tolist())}
 
-    # a modeled op above another modeled op (aten::linear over aten::addmm) owns only what its
-    # children do not: its self time and any GPU work it launched itself, without FLOPs
-    if len(trace.gpu):
-        return _gpu_groups(trace, costs, owner_mask, owner_of_op, roof_for, latency_floor_ns, unmodeled)
-    return _cpu_groups(trace, costs, owner_mask, owner_of_op, roof_for, cpu_latency_floor_ns, unmodeled)
+    gpu_trace = len(trace.gpu) > 0
+    limits = (Limits(latency_floor_ns, latency_call_ns) if gpu_trace
+              else Limits(cpu_latency_floor_ns, cpu_latency_call_ns))
+    if not gpu_trace and not cpu_roof:
+        roof_for = _no_roof
+    env = _Env(trace, costs, roof_for, limits, gpu_families(trace), inferred)
+    windows = np.zeros((0, 2), dtype=np.int64) if warmup_windows is None else np.asarray(warmup_windows)
+    if gpu_trace:
+        return _gpu_groups(env, owner_mask, owner_of_op, unmodeled, windows)
+    return _cpu_groups(env, owner_mask, owner_of_op, unmodeled, windows)
 
 
-def _gpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodeled):  # type: ignore[no-untyped-def]
-    ops, gpu = trace.ops, trace.gpu
-    fam = gpu_families(trace)
+def _no_roof(device: int, precision: str, unit: str) -> Roof | None:
+    return None
+
+
+def _in_windows(t: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """Whether each time lies in one of the (sorted or not) [start, end] windows."""
+    if len(windows) == 0 or len(t) == 0:
+        return np.zeros(len(t), dtype=bool)
+    w = tl.merge(windows[:, 0], windows[:, 1] + 1)
+    k = np.searchsorted(w[0], t, side="right") - 1
+    return (k >= 0) & (t < w[1][np.maximum(k, 0)])
+
+
+def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodeled: dict[str, int],
+                windows: np.ndarray) -> OpAnalysis:
+    trace = env.trace
+    ops, gpu, api = trace.ops, trace.gpu, trace.api
     active = gpu.kind != GpuKind.SYNC
+    # steady state: a GPU row is warm-up when its launch (or, without one, its start) is
+    launched_at = np.where(gpu.api >= 0, api.start_ns[np.maximum(gpu.api, 0)] if len(api) else gpu.start_ns,
+                           gpu.start_ns)
+    warm = _in_windows(launched_at, windows) & active
+    use = active & ~warm
     g_owner = np.full(len(gpu), -1, dtype=np.int64)
-    has_op = active & (gpu.op >= 0)
+    has_op = use & (gpu.op >= 0)
     g_owner[has_op] = owner_of_op[gpu.op[has_op]]
-    # owner-instance GPU time: union of its rows' intervals
     rows = np.flatnonzero(g_owner >= 0)
     owner_time = np.zeros(len(ops), dtype=np.int64)
     if len(rows):
@@ -138,47 +248,48 @@ def _gpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodele
         owner_time[owners_u] = lengths
     groups: list[OpGroup] = []
     members_of: list[tuple[np.ndarray, np.ndarray]] = []  # (owner op rows, gpu rows) per group
-    # op-owned groups: group id per owner op, then per GPU row through its owner
     owners = np.flatnonzero(owner_time > 0)
     if len(owners):
-        inv, n_groups = group_ids(ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
-                                  modeled[owners].astype(np.int64))
-        rep = np.zeros(n_groups, dtype=np.int64)
-        rep[inv[::-1]] = owners[::-1]
-        uk = np.stack([ops.name[rep].astype(np.int64), ops.inputs[rep].astype(np.int64),
-                       modeled[rep].astype(np.int64)], 1)
+        inv, uk = _group_keys(ops, owners, modeled)
         grp_of_op = np.full(len(ops), -1, dtype=np.int64)
         grp_of_op[owners] = inv
-        g_rows = np.flatnonzero((g_owner >= 0) & active)
-        g_grp = grp_of_op[g_owner[g_rows]]
-        row_slices = _slices(g_grp, g_rows)
+        g_grp = grp_of_op[g_owner[rows]]
+        row_slices = _slices(g_grp, rows)
         mem_slices = _slices(inv, owners)
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices.get(k, np.zeros(0, np.int64))
             sel = row_slices.get(k, np.zeros(0, np.int64))
             dev = int(np.bincount(gpu.device[sel]).argmax()) if len(sel) else -1
-            groups.append(_make_group(trace, nc, ic, costs.get((nc, ic)) if leaf else None, members, owner_time, sel,
-                                      fam, dev, roof_for, floor_ns, "op",
-                                      wrapper=not leaf and costs.get((nc, ic)) is not None))
+            groups.append(_op_group(env, nc, ic, leaf, members, owner_time, sel, dev))
             members_of.append((members, sel))
-    # GPU rows with no op: graph replays and bare kernels
-    orphan = active & (g_owner < 0)
+    orphan = use & (g_owner < 0)
     if orphan.any():
-        api = trace.api
         graph_rows = np.flatnonzero(orphan & gpu.graph)
         if len(graph_rows):
             launch_names = np.where(gpu.api[graph_rows] >= 0, api.name[np.maximum(gpu.api[graph_rows], 0)], -1)
             for ln, sel in _slices(launch_names, graph_rows).items():
                 label = f"graph replay ({trace.strings[ln] or 'graph launch'})"
-                groups.append(_kernel_group(trace, sel, fam, label, "graph", floor_ns, count_by_api=True))
+                groups.append(_kernel_group(env, sel, label, "graph"))
                 members_of.append((np.zeros(0, np.int64), sel))
         bare_rows = np.flatnonzero(orphan & ~gpu.graph)
         for nc, sel in _slices(gpu.name[bare_rows], bare_rows).items():
-            groups.append(_kernel_group(trace, sel, fam, trace.strings[nc], "kernel", floor_ns, roof_for=roof_for))
+            groups.append(_kernel_group(env, sel, trace.strings[nc], "kernel"))
             members_of.append((np.zeros(0, np.int64), sel))
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, len(ops), len(gpu))
-    busy = tl.union_length(gpu.start_ns[active], gpu.end_ns[active])
-    return OpAnalysis(groups, busy, unmodeled, owner_of_op, owner_time, g_owner, costs, op_group, gpu_group)
+    busy = tl.union_length(gpu.start_ns[use], gpu.end_ns[use])
+    return OpAnalysis(groups, busy, unmodeled, owner_of_op, owner_time, g_owner, env.costs, op_group,
+                      gpu_group, excluded_warmup=int(warm.sum()))
+
+
+def _group_keys(ops, owners: np.ndarray, modeled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Group id per owner row and the (name, inputs, modeled) key of each group."""
+    inv, n_groups = group_ids(ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
+                              modeled[owners].astype(np.int64))
+    rep = np.zeros(n_groups, dtype=np.int64)
+    rep[inv[::-1]] = owners[::-1]
+    uk = np.stack([ops.name[rep].astype(np.int64), ops.inputs[rep].astype(np.int64),
+                   modeled[rep].astype(np.int64)], 1)
+    return inv, uk
 
 
 def _sorted_groups(groups, members_of, n_ops, n_gpu):  # type: ignore[no-untyped-def]
@@ -228,53 +339,79 @@ def _slices(keys: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
     return {int(ks[lo]): rs[lo:hi] for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(rs)])}
 
 
-def _make_group(trace, nc, ic, cost, members, owner_time, gpu_sel, fam, dev, roof_for, floor_ns, kind,  # type: ignore[no-untyped-def]
-                wrapper=False):
+def _dominant_family(env: _Env, sel: np.ndarray | None) -> str:
+    if sel is None or not len(sel):
+        return ""
+    fams, w = np.unique(env.fam[sel], return_counts=True)
+    return str(fams[np.argmax(w)])
+
+
+def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner_time: np.ndarray,
+              gpu_sel: np.ndarray | None, dev: int) -> OpGroup:
+    trace = env.trace
     ops = trace.ops
+    name = trace.strings[nc]
+    cost = env.costs.get((nc, ic))
+    wrapper = not leaf and cost is not None
+    if wrapper:
+        cost = None
     inputs = trace.inputs[ic]
     count = len(members)
     total = int(owner_time[members].sum())
-    host = int((ops.end_ns[members] - ops.start_ns[members]).sum())
-    kern_names = _top_kernels(trace, gpu_sel) if gpu_sel is not None else ()
-    n_k = len(gpu_sel) if gpu_sel is not None else 0
     per = total / count if count else 0.0
+    family = _dominant_family(env, gpu_sel)
+    notes = []
+    flops = nbytes = None
+    prec = unit = ""
     if cost is not None:
-        roof = roof_for(dev, cost.precision, cost.unit)
-        point = classify(cost.flops, cost.bytes, per, roof, floor_ns)
-        family, prec, unit, note = cost.family, cost.precision, cost.unit, cost.note
+        roof = env.roof_for(dev, cost.precision, cost.unit)
+        point = classify(cost.flops, cost.bytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
+        family, prec, unit = cost.family, cost.precision, cost.unit
         flops, nbytes = cost.flops, cost.bytes
+        notes.append(cost.note)
+        if point.over_roof:
+            notes.append("achieved exceeds the spec's roof: the spec does not fit the hardware that ran "
+                         "this (another device, or more CPU cores); no label")
+    elif _COMM_OP.match(name) or family == "comm":
+        point = dataclasses.replace(classify(0.0, 0.0, per, None, 0.0), bound=COMMUNICATION)
+        family = "comm"
+    elif gpu_sel is not None and len(gpu_sel) and family:
+        k_mean = float((trace.gpu.end_ns[gpu_sel] - trace.gpu.start_ns[gpu_sel]).mean())
+        point = heuristic_point(family, k_mean, env.limits.floor_ns)
+        if point.heuristic:
+            notes.append("no cost model for this op: label from its kernels' names")
     else:
-        if gpu_sel is not None and len(gpu_sel):
-            fams, w = np.unique(fam[gpu_sel], return_counts=True)
-            family = str(fams[np.argmax(w)])
-        else:
-            family = ""
-        point = classify(0.0, 0.0, per, None, floor_ns)
-        prec = unit = ""
-        note = ("wrapper op: its FLOPs are counted in the child op that does the work; this row "
-                "holds only its own overhead") if wrapper else ""
-        flops = nbytes = None
+        point = classify(0.0, 0.0, per, None, env.limits.floor_ns)
+    if wrapper:
+        notes.append("wrapper op: its FLOPs are counted in the child op that does the work; this row "
+                     "holds only its own overhead")
     return OpGroup(
-        name=trace.strings[nc],
+        name=name,
         shapes=inputs.label() if inputs is not None else "",
-        dtype=_dominant_dtype(inputs),
-        kind=kind,
+        dtype=_dominant_dtype(inputs) or (_inferred_dtype(env, ic) if ic in env.inferred else ""),
+        kind="op",
         count=count,
-        kernels=n_k,
+        kernels=len(gpu_sel) if gpu_sel is not None else 0,
         total_ns=total,
-        host_ns=host,
+        host_ns=int((ops.end_ns[members] - ops.start_ns[members]).sum()),
         device=dev,
         family=family,
         flops=flops,
         bytes=nbytes,
         precision=prec,
         unit=unit,
-        note=note,
+        note="; ".join(n for n in notes if n),
         point=point,
-        top_kernels=kern_names,
+        top_kernels=_top_kernels(trace, gpu_sel) if gpu_sel is not None else (),
         inputs_code=ic,
         name_code=nc,
     )
+
+
+def _inferred_dtype(env: _Env, ic: int) -> str:
+    how = env.inferred.get(ic, "")
+    m = re.match(r"dtype (\w+) read", how)
+    return f"{m.group(1)}?" if m else "fp32?"
 
 
 def _top_kernels(trace: Trace, sel: np.ndarray, k: int = 3) -> tuple[str, ...]:
@@ -290,33 +427,39 @@ def _top_kernels(trace: Trace, sel: np.ndarray, k: int = 3) -> tuple[str, ...]:
     return tuple(trace.strings[c] for c in top.tolist())
 
 
-def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False, roof_for=None):  # type: ignore[no-untyped-def]
+def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
+    trace = env.trace
     gpu = trace.gpu
     s, e = gpu.start_ns[sel], gpu.end_ns[sel]
     total = tl.union_length(s, e)
     n = len(sel)
-    count = len(np.unique(gpu.api[sel])) if count_by_api else n
-    fams, w = np.unique(fam[sel], return_counts=True)
-    family = str(fams[np.argmax(w)])
+    count = len(np.unique(gpu.api[sel])) if kind == "graph" else n
+    family = _dominant_family(env, sel)
     dev = int(np.bincount(gpu.device[sel]).argmax())
     per = total / max(count, 1)
-    point = heuristic_point(family if kind == "kernel" else "", (e - s).mean() if n else 0.0, floor_ns)
     nbytes = None
-    note = ("no op recorded; label from the kernel name" if kind == "kernel" else
-            "kernels replayed by a graph launch: per-op attribution is not in the trace")
+    if kind == "graph":
+        point = classify(0.0, 0.0, per, None, env.limits.floor_ns)
+        note = "kernels replayed by a graph launch: per-op attribution is not in the trace"
+    else:
+        point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
+        note = "no op recorded; label from the kernel name"
     k = gpu.kind[sel]
-    if roof_for is not None and kind == "kernel" and ((k == GpuKind.MEMCPY) | (k == GpuKind.MEMSET)).all():
+    host = False
+    if kind == "kernel" and ((k == GpuKind.MEMCPY) | (k == GpuKind.MEMSET)).all():
         b = gpu.bytes[sel]
         if (b >= 0).all():
             # copies carry their byte counts: judge them against the link (host copies) or
             # device memory, measured rather than guessed from the name
             nbytes = float(b.sum()) / max(count, 1)
-            ck = gpu.copy_kind[sel]
-            host = np.isin(ck, (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)).all()
-            roof = roof_for(dev, "", "link" if host else "vector")
-            point = classify(0.0, nbytes, per, roof, floor_ns)
+            host = bool(np.isin(gpu.copy_kind[sel],
+                                (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)).all())
+            roof = env.roof_for(dev, "", "link" if host else "vector")
+            point = classify(0.0, nbytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
             note = ("bytes from the copy records; roof = host link bandwidth" if host
                     else "bytes from the copy records; roof = device memory bandwidth")
+            if point.over_roof:
+                note += "; achieved exceeds that roof: the spec does not fit this device"
     return OpGroup(
         name=label,
         shapes="",
@@ -331,50 +474,47 @@ def _kernel_group(trace, sel, fam, label, kind, floor_ns, count_by_api=False, ro
         flops=0.0 if nbytes is not None else None,
         bytes=nbytes,
         precision="",
-        unit="link" if (nbytes is not None and "host link" in note) else "",
+        unit="link" if host else "",
         note=note,
-        point=point if kind == "kernel" else classify(0.0, 0.0, per, None, floor_ns),
+        point=point,
         top_kernels=_top_kernels(trace, sel),
         inputs_code=-1,
         name_code=-1,
     )
 
 
-def _cpu_groups(trace, costs, modeled, owner_of_op, roof_for, floor_ns, unmodeled):  # type: ignore[no-untyped-def]
+def _cpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodeled: dict[str, int],
+                windows: np.ndarray) -> OpAnalysis:
+    trace = env.trace
     ops = trace.ops
     n = len(ops)
     if n == 0:
         empty = np.zeros(0, np.int64)
-        return OpAnalysis([], 0, unmodeled, owner_of_op, empty, empty, costs, empty, empty)
+        return OpAnalysis([], 0, unmodeled, owner_of_op, empty, empty, env.costs, empty, empty)
     dur = ops.end_ns - ops.start_ns
     child_sum = np.zeros(n, dtype=np.int64)
     has_parent = ops.parent >= 0
     np.add.at(child_sum, ops.parent[has_parent], dur[has_parent])
     self_t = np.maximum(dur - child_sum, 0)
+    warm = _in_windows(ops.start_ns, windows)
+    self_t = np.where(warm, 0, self_t)
     is_owner = owner_of_op == np.arange(n)
     # every op's self time goes to its owner: a work op keeps its inclusive time minus the
     # nested work ops under it
     owner_time = np.bincount(owner_of_op, weights=self_t.astype(np.float64), minlength=n)
     owner_time = np.rint(owner_time).astype(np.int64)
-    owners = np.flatnonzero(is_owner & (owner_time > 0))
+    owners = np.flatnonzero(is_owner & (owner_time > 0) & ~warm)
     groups: list[OpGroup] = []
     members_of: list[tuple[np.ndarray, np.ndarray]] = []
     if len(owners):
-        inv, n_groups = group_ids(ops.name[owners].astype(np.int64), ops.inputs[owners].astype(np.int64),
-                                  modeled[owners].astype(np.int64))
-        rep = np.zeros(n_groups, dtype=np.int64)
-        rep[inv[::-1]] = owners[::-1]
-        uk = np.stack([ops.name[rep].astype(np.int64), ops.inputs[rep].astype(np.int64),
-                       modeled[rep].astype(np.int64)], 1)
+        inv, uk = _group_keys(ops, owners, modeled)
         mem_slices = _slices(inv, owners)
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices[k]
-            groups.append(_make_group(trace, nc, ic, costs.get((nc, ic)) if leaf else None, members, owner_time, None,
-                                      None, -1, roof_for, floor_ns, "op",
-                                      wrapper=not leaf and costs.get((nc, ic)) is not None))
+            groups.append(_op_group(env, nc, ic, leaf, members, owner_time, None, -1))
             members_of.append((members, np.zeros(0, np.int64)))
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, n, 0)
-    top_level = ops.parent < 0
+    top_level = (ops.parent < 0) & ~warm
     total = int(dur[top_level].sum())
-    return OpAnalysis(groups, total, unmodeled, owner_of_op, owner_time, np.zeros(0, np.int64), costs,
-                      op_group, gpu_group)
+    return OpAnalysis(groups, total, unmodeled, owner_of_op, owner_time, np.zeros(0, np.int64), env.costs,
+                      op_group, gpu_group, excluded_warmup=int((warm & is_owner).sum()))

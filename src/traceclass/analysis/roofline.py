@@ -8,7 +8,9 @@ For work of ``F`` FLOPs moving ``B`` bytes (ideal traffic: each tensor once) tha
 * percent of roof = achieved / attainable (for zero-FLOP work, achieved bytes/s / bandwidth)
 * lower-bound time ``max(F / peak, B / bandwidth)``; gap = T - lower bound
 * label: ``latency-bound`` when the lower-bound time is below ``latency_floor_ns`` (the work
-  is too small for either roof to matter: fixed launch/dispatch costs dominate), else
+  is too small for either roof to matter: fixed launch/dispatch costs dominate) *and* a call
+  took at most ``latency_call_ns`` (a call far slower than any fixed cost is an inefficient
+  kernel, not a latency-bound one: it keeps its intensity label and a low % of roof), else
   ``compute-bound`` when ``I >= R``, else ``memory-bound``; ``unclassified`` without a cost
   model. Labels derived from kernel names only (no shapes) carry ``heuristic = True``.
 """
@@ -57,10 +59,18 @@ class Point:
     gap_ns: float | None
     bound: str
     heuristic: bool = False
+    #: achieved exceeded the roof by more than OVER_ROOF_PCT: the spec does not describe the
+    #: hardware that ran the work (another device, more CPU cores); no label is given
+    over_roof: bool = False
+
+
+#: achieved/attainable above this is treated as "the spec does not fit", not as a measurement
+#: (5 % of slack covers boost clocks above the datasheet and timer granularity)
+OVER_ROOF_PCT = 105.0
 
 
 def classify(flops: float, nbytes: float, time_ns: float, roof: Roof | None,
-             latency_floor_ns: float) -> Point:
+             latency_floor_ns: float, latency_call_ns: float = math.inf) -> Point:
     """Roofline point for work of ``flops``/``nbytes`` measured at ``time_ns`` (per instance)."""
     intensity = flops / nbytes if nbytes > 0 else (math.inf if flops > 0 else None)
     secs = time_ns / 1e9 if time_ns > 0 else None
@@ -84,13 +94,16 @@ def classify(flops: float, nbytes: float, time_ns: float, roof: Roof | None,
     else:
         attainable = None
         pct = 100.0 * achieved_b / roof.bandwidth_bps if achieved_b is not None else None
-    if lb_ns < latency_floor_ns:
+    if pct is not None and pct > OVER_ROOF_PCT:
+        return Point(flops, nbytes, time_ns, intensity, ridge, attainable, achieved_f, achieved_b,
+                     pct, lb_ns, None, UNCLASSIFIED, over_roof=True)
+    if lb_ns < latency_floor_ns and time_ns <= latency_call_ns:
         bound = LATENCY
     elif ridge is not None and intensity is not None and intensity >= ridge:
         bound = COMPUTE
     else:
         bound = MEMORY
-    gap = time_ns - lb_ns if time_ns > 0 else None
+    gap = max(time_ns - lb_ns, 0.0) if time_ns > 0 else None
     return Point(flops, nbytes, time_ns, intensity, ridge, attainable, achieved_f, achieved_b,
                  pct, lb_ns, gap, bound)
 
@@ -114,7 +127,10 @@ FAMILY_BOUND = {
 
 
 def heuristic_point(family: str, time_ns: float, latency_floor_ns: float) -> Point:
-    """Label from the kernel family when no cost model applies (marked heuristic)."""
+    """Label from the kernel family when no cost model applies (marked heuristic).
+
+    Without FLOPs or bytes the only latency evidence is the measured time per kernel.
+    """
     if time_ns < latency_floor_ns and family != "comm":
         bound = LATENCY
     else:

@@ -54,6 +54,12 @@ class Occurrences:
     synthetic: bool  # True when the only step is the whole trace
     gpu_rows: list[np.ndarray]  # per occurrence: trace.gpu rows it launched
     op_rows: list[np.ndarray]  # per occurrence: trace.ops rows that started inside it
+    empty: np.ndarray  # steps with no op and no GPU work (left out of the statistics)
+    warmup_ignored: bool = False  # fewer steps than --warmup: none was set apart
+
+    def steady(self) -> np.ndarray:
+        """Occurrences that count: not warm-up, not an empty step."""
+        return ~self.warmup & ~self.empty
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +78,7 @@ class StageStats:
     gpu_busy_ns: int | None  # steady-state occurrences only
     gpu_share_pct: float | None  # gpu busy / wall, steady state
     warmup_p50_ns: float | None
+    empty_count: int = 0  # empty steps left out
 
 
 def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
@@ -107,6 +114,7 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
 
     warmup = np.zeros(len(key), dtype=bool)
     is_step = kinds_row == AnnotationKind.STEP
+    warmup_ignored = warmup_steps > 0 and not synthetic and 0 < is_step.sum() <= warmup_steps
     if warmup_steps > 0 and not synthetic and is_step.sum() > warmup_steps:
         step_rows = np.flatnonzero(is_step)
         step_rows = step_rows[np.argsort(start[step_rows], kind="stable")]
@@ -125,9 +133,18 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
     whole = np.zeros(len(start), dtype=bool)
     if synthetic:
         whole[-1] = True
-    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, scope_pid, tid, whole)
+    helpers = helper_threads(trace)
+    busy, g0, g1, gpu_rows = _gpu_projection(trace, start, end, scope_pid, tid, whole, helpers)
     ops = trace.ops
-    op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, scope_pid, tid, helper_threads(trace))
+    op_rows = rows_within(ops.pid, ops.tid, ops.start_ns, start, end, scope_pid, tid, helpers)
+    # a step with no op and no GPU work is the profiler closing a step it never ran (the last
+    # ProfilerStep of a schedule often is): it would skew the percentiles, so it is set apart
+    empty = is_step & ~whole & np.array([len(o) == 0 for o in op_rows], dtype=bool) & \
+        np.array([len(g) == 0 for g in gpu_rows], dtype=bool) & (len(ops) + len(trace.gpu) > 0)
+    if warmup.any() and not (is_step & ~warmup & ~empty).any():
+        # nothing would be left: a short trace is analysed whole rather than not at all
+        warmup[:] = False
+        warmup_ignored = True
     return Occurrences(
         names=names,
         kinds=kinds,
@@ -143,6 +160,8 @@ def stage_occurrences(trace: Trace, warmup_steps: int = 1) -> Occurrences:
         synthetic=synthetic,
         gpu_rows=gpu_rows,
         op_rows=op_rows,
+        empty=empty,
+        warmup_ignored=bool(warmup_ignored),
     )
 
 
@@ -151,7 +170,13 @@ def is_step_row(kinds: np.ndarray) -> np.ndarray:
 
 
 def helper_threads(trace: Trace) -> set[tuple[int, int]]:
-    """Threads that run ops or launch GPU work but open no stage ranges of their own."""
+    """Threads that run ops or launch GPU work but open no stage ranges of their own.
+
+    Readers whose ranges are projected the nsys way (``meta["stage_projection"] ==
+    "same-thread"``) get none: an NVTX range owns only the work of its own thread.
+    """
+    if trace.meta.get("stage_projection") == "same-thread":
+        return set()
     api, ops = trace.api, trace.ops
     working = _threads(api.pid, api.tid) | _threads(ops.pid, ops.tid)
     ann = trace.annotations
@@ -169,8 +194,10 @@ _OWNING_KINDS = (AnnotationKind.STEP, AnnotationKind.USER, AnnotationKind.DATALO
 def _threads(pid: np.ndarray, tid: np.ndarray) -> set[tuple[int, int]]:
     if len(pid) == 0:
         return set()
-    pairs = np.unique(np.stack([pid, tid], 1), axis=0)
-    return set(map(tuple, pairs.tolist()))
+    gid, n = group_ids(pid, tid)
+    first = np.zeros(n, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid))[::-1]
+    return set(zip(pid[first].tolist(), tid[first].tolist()))
 
 
 def rows_within(
@@ -219,7 +246,7 @@ def rows_within(
     return out
 
 
-def _gpu_projection(trace, start, end, pid, tid, whole):  # type: ignore[no-untyped-def]
+def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignore[no-untyped-def]
     """Union of launched GPU work per range, its span, and the GPU rows themselves."""
     n = len(start)
     busy = np.full(n, -1, dtype=np.int64)
@@ -234,7 +261,7 @@ def _gpu_projection(trace, start, end, pid, tid, whole):  # type: ignore[no-unty
     by_api = rows[np.argsort(gpu.api[rows], kind="stable")]
     api_of = gpu.api[by_api]
     api = trace.api
-    calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helper_threads(trace))
+    calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helpers)
     all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
     for i, c in enumerate(calls):
         if whole[i]:  # the synthetic whole-trace step owns all GPU work, launched or not
@@ -275,21 +302,29 @@ _KIND_LABEL = {
 
 
 def stage_stats(occ: Occurrences, has_gpu: bool) -> list[StageStats]:
+    """Per stage name: percentiles over steady occurrences (warm-up-only stages over their
+    warm-up occurrences, with ``count`` 0). GPU share = launched GPU busy time divided by the
+    span from the range's start to the later of its end and its last GPU work, so work that runs
+    after a short CPU range (an async collective) cannot push the share past 100 %."""
     out = []
     wall = occ.end_ns - occ.start_ns
+    span = np.maximum(occ.end_ns, occ.gpu_end_ns) - occ.start_ns
+    steady_all = occ.steady()
     for j, name in enumerate(occ.names):
         m = occ.stage == j
-        steady = m & ~occ.warmup
+        steady = m & steady_all
         warm = m & occ.warmup
-        w = wall[steady] if steady.any() else wall[m]
-        busy = occ.gpu_busy_ns[steady] if steady.any() else occ.gpu_busy_ns[m]
+        basis = steady if steady.any() else (warm if warm.any() else m)
+        w = wall[basis]
+        busy = occ.gpu_busy_ns[basis]
         gpu_busy = int(busy[busy >= 0].sum()) if has_gpu else None
-        share = 100.0 * gpu_busy / int(w.sum()) if (has_gpu and w.sum() > 0) else None
+        denom = int(span[basis].sum())
+        share = 100.0 * gpu_busy / denom if (has_gpu and gpu_busy is not None and denom > 0) else None
         out.append(
             StageStats(
                 name=name,
                 kind=_KIND_LABEL.get(AnnotationKind(occ.kinds[j]), "user"),
-                count=int(steady.sum()) if steady.any() else int(m.sum()),
+                count=int(steady.sum()),
                 warmup_count=int(warm.sum()),
                 total_ns=int(w.sum()),
                 p50_ns=tl.percentile(w, 50),
@@ -301,6 +336,7 @@ def stage_stats(occ: Occurrences, has_gpu: bool) -> list[StageStats]:
                 gpu_busy_ns=gpu_busy,
                 gpu_share_pct=share,
                 warmup_p50_ns=tl.percentile(wall[warm], 50) if warm.any() else None,
+                empty_count=int((m & occ.empty).sum()),
             )
         )
     out.sort(key=lambda s: (s.kind != "step", -s.total_ns))

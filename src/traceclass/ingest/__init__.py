@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import msgspec
+
 from traceclass.errors import TraceFormatError
 from traceclass.ingest.source import Progress, read_bytes, sniff
 from traceclass.model import Trace
@@ -52,6 +54,11 @@ def load(path: str | os.PathLike[str], progress: Progress = None, fmt: str | Non
         raise TraceFormatError(p, "not enough memory to analyze this file") from None
     except RecursionError:
         raise TraceFormatError(p, "structure nested too deeply") from None
+    except msgspec.MsgspecError as exc:
+        # a reader met JSON of an unexpected shape (events that are not objects, ...)
+        raise TraceFormatError(p, f"unexpected JSON structure ({' '.join(str(exc).split())[:160]})") from None
+    except (OverflowError, UnicodeError) as exc:
+        raise TraceFormatError(p, f"value out of range or undecodable text ({type(exc).__name__})") from None
     raise TraceFormatError(p, f"unsupported format {kind!r}; supported: {', '.join(FORMATS)}")
 
 
@@ -72,11 +79,11 @@ def _load_json(path: str, progress: Progress, kind: str) -> Trace:
     del data
     from traceclass.ingest.kineto import looks_like_kineto, read_kineto
 
+    if not container.bare and not container.has_events:
+        raise TraceFormatError(path, "JSON object has no \"traceEvents\" list: not a Chrome/Kineto trace")
+    if not container.events:
+        raise TraceFormatError(path, "the trace holds no events (empty \"traceEvents\")")
     if kind == "kineto" or (kind != "chrome-trace" and looks_like_kineto(container)):
-        if not container.bare and "traceEvents" not in container.top and not container.events:
-            raise TraceFormatError(
-                path, "JSON object has no \"traceEvents\" list: not a Chrome/Kineto trace"
-            )
         return read_kineto(path, size, container, progress=progress)
     from traceclass.ingest.chrome import read_chrome_trace
 

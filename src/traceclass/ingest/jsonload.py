@@ -29,6 +29,7 @@ class Container:
     events: list[msgspec.Raw]
     bare: bool  # the file was a bare array of events
     repaired: str = ""  # what the forgiving path had to do, for the report's notes
+    has_events: bool = True  # the object had an events key
 
 
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
@@ -74,7 +75,7 @@ def _decode_fast(path: str, data: bytes, events_key: str) -> Container:
         except msgspec.DecodeError:
             top[k] = None
     if events_raw is None:
-        return Container(top=top, events=[], bare=False)
+        return Container(top=top, events=[], bare=False, has_events=False)
     try:
         events = _RawList.decode(events_raw)
     except msgspec.ValidationError:
@@ -125,7 +126,7 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
     except RecursionError:
         raise TraceFormatError(path, "JSON nested too deeply") from None
     notes.append("non-standard JSON tolerated")
-    obj = _clamp_ints(obj)
+    obj = _sanitize(obj)
     clean = msgspec.json.encode(obj)
     c = _decode_fast(path, clean, events_key)
     c.repaired = "; ".join(notes)
@@ -133,16 +134,24 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
 
 
 _INT64_MAX = (1 << 63) - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _clamp_ints(obj: Any) -> Any:
-    """Integers beyond int64 become their value modulo 2**63 (ids stay distinct, in range)."""
+def _sanitize(obj: Any) -> Any:
+    """Integers beyond int64 become their value modulo 2**63 (ids stay distinct, in range);
+    strings with lone surrogates (``"\\ud800"`` escapes) get U+FFFD instead."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", obj)
     if isinstance(obj, int) and not isinstance(obj, bool):
         if obj > _INT64_MAX or obj < -_INT64_MAX:
             return obj % (1 << 63)
         return obj
     if isinstance(obj, list):
-        return [_clamp_ints(x) for x in obj]
+        return [_sanitize(x) for x in obj]
     if isinstance(obj, dict):
-        return {k: _clamp_ints(v) for k, v in obj.items()}
+        return {_sanitize(k): _sanitize(v) for k, v in obj.items()}
     return obj

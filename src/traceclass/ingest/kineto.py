@@ -45,6 +45,8 @@ from traceclass.model.names import annotation_kind, short_kernel_name
 CHUNK_EVENTS = 100_000
 #: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
 EXACT_TS_LIMIT_US = float(1 << 43)
+#: |ts| or dur beyond this (us) cannot be int64 nanoseconds: such values are not times
+_MAX_US = 9.0e15
 
 _EMPTY = msgspec.Raw(b"")
 
@@ -214,6 +216,12 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             "trace was recorded in CUPTI range-profiler mode: it has no kernel events, so no "
             "GPU timeline can be computed"
         )
+    if counts.get("?invalid timestamp"):
+        notes.append(f"{counts.pop('?invalid timestamp')} events without a usable timestamp (missing, not a "
+                     "number, or out of range) were ignored")
+    if counts.get("!negative duration"):
+        notes.append(f"{counts.pop('!negative duration')} events with a negative duration were read as "
+                     "zero-length")
     unknown = {k: v for k, v in counts.items() if k.startswith("?")}
     if unknown:
         desc = ", ".join(f"{k[1:]} ({v})" for k, v in sorted(unknown.items(), key=lambda kv: -kv[1])[:5])
@@ -231,7 +239,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         captured.add("shapes")
 
     meta = _meta(top)
-    meta["event_counts"] = {k: v for k, v in counts.items() if not k.startswith("?")}
+    meta["event_counts"] = {k: v for k, v in counts.items() if not k.startswith(("?", "!"))}
     trace = Trace(
         source=SourceInfo(
             path=path,
@@ -277,7 +285,14 @@ class _ChunkState:
         if n == 0:
             return
         codes = self._categories(evs)
-        ts_ns, dur_ns = self._times(evs, buf)
+        ts_ns, dur_ns, valid, negative = self._times(evs, buf)
+        bad = ~valid & (codes != _META) & (codes != _SKIP)
+        if bad.any():  # no usable timestamp: the event cannot be placed in time
+            self.counts["?invalid timestamp"] = self.counts.get("?invalid timestamp", 0) + int(bad.sum())
+            codes = np.where(bad, _SKIP, codes).astype(np.int8)
+        neg = negative & (codes != _SKIP)
+        if neg.any():
+            self.counts["!negative duration"] = self.counts.get("!negative duration", 0) + int(neg.sum())
         for c in np.unique(codes).tolist():
             if c == _SKIP:
                 continue
@@ -328,28 +343,34 @@ class _ChunkState:
             counts[key] = counts.get(key, 0) + 1
         return codes
 
-    def _times(self, evs: list[Any], buf: bytes) -> tuple[np.ndarray, np.ndarray]:
+    def _times(self, evs: list[Any], buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ts_ns, dur_ns, valid ts, negative duration) per event."""
         dur = _floats([e.dur for e in evs])
-        dur_ns = np.where(np.isfinite(dur), np.rint(dur * 1000.0), 0).astype(np.int64)
+        dur_ok = np.isfinite(dur) & (np.abs(dur) < _MAX_US)
+        negative = dur_ok & (dur < 0)
+        dur_ns = np.where(dur_ok, np.rint(np.where(dur_ok, dur, 0.0) * 1000.0), 0).astype(np.int64)
         dur_ns = np.maximum(dur_ns, 0)
         if evs and type(evs[0]) is _EventRawTs:
             ts_ns, ok = decimal_text_to_int([e.ts for e in evs], 3)
-            return np.where(ok, ts_ns, 0), dur_ns
+            return np.where(ok, ts_ns, 0), dur_ns, ok, negative
         ts = _floats([e.ts for e in evs])
-        finite = np.isfinite(ts)
+        finite = np.isfinite(ts) & (np.abs(ts) < _MAX_US)
         if self.exact_ts is None and finite.any():
             self.exact_ts = bool(np.abs(ts[finite]).max() >= EXACT_TS_LIMIT_US)
             if self.exact_ts and not self.loose:
                 # epoch-us floats lose ns digits in float64: read ts as text from now on
                 self.decoder = _DECODE_RAWTS
+        safe = np.where(finite, ts, 0.0)
         if self.exact_ts:
             ts_ns, ok = decimal_text_to_int([x.ts for x in _DECODE_TS.decode(buf)], 3)
             if not ok.all():  # keep int64 throughout: a float detour would lose the ns digits
-                fallback = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
+                fallback = np.rint(safe * 1000.0).astype(np.int64)
                 ts_ns = np.where(ok, ts_ns, fallback)
+            valid = ok | finite
         else:
-            ts_ns = np.where(finite, np.rint(ts * 1000.0), 0).astype(np.int64)
-        return ts_ns, dur_ns
+            ts_ns = np.rint(safe * 1000.0).astype(np.int64)
+            valid = finite
+        return ts_ns, dur_ns, valid, negative
 
     def _meta(self, sub: list[Any]) -> None:
         for e in sub:

@@ -87,4 +87,5 @@ def _parse_one(text: bytes, scale_exp: int) -> int | None:
         return None
     if x != x or x in (float("inf"), float("-inf")):
         return None
-    return int(round(x * 10**scale_exp))
+    v = int(round(x * 10**scale_exp))
+    return v if -(1 << 62) < v < (1 << 62) else None  # beyond int64 ns: not a timestamp

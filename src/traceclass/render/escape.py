@@ -26,12 +26,14 @@ def clean(text: str, limit: int | None = None) -> str:
     return s
 
 
-def code(text: str, limit: int | None = 90) -> str:
-    """``text`` as an inline code span that is safe in paragraphs and table cells."""
+def code(text: str, limit: int | None = 90, table: bool = True) -> str:
+    """``text`` as an inline code span; ``table`` escapes pipes (needed in table cells only,
+    where GitHub would split the cell; in prose the backslash would show)."""
     s = clean(text, limit)
     if not s:
         return "—"
-    s = s.replace("|", "\\|")
+    if table:
+        s = s.replace("|", "\\|")
     longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if (s.startswith("`") or s.endswith("`")) else ""

@@ -62,8 +62,8 @@ def _header(r: Report) -> str:
 
 
 def _verdict(r: Report) -> str:
-    lines = ["## Verdict", "", " ".join(verdict_sentences(r, code))]
-    opp = opportunities(r, code, text)
+    lines = ["## Verdict", "", " ".join(verdict_sentences(r, lambda n: code(n, 90, table=False), text))]
+    opp = opportunities(r, lambda n: code(n, 90, table=False), text)
     if opp:
         lines += ["", "**Top opportunities** (time a fix could recover, estimated):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
@@ -120,7 +120,8 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS) -> str:
             )
         lines += [
             "",
-            table(["evidence", "window (from trace start)", "time", "count", "bytes", "ops / kernels", "source"],
+            table(["evidence", "window (from trace start)", "time", "count", "bytes", "ops / kernels",
+                   "source (function start)"],
                   ev_rows, "llrrrll"),
         ]
         if len(f.evidence) > rows:
@@ -135,10 +136,13 @@ def _stages(r: Report) -> str:
     if has_gpu:
         headers += ["GPU busy", "GPU busy / wall"]
         align += "rr"
-    headers += ["dominant bound"]
+    headers += ["dominant bound", "modeled work vs roof"]
+    align += "l"
     rows = []
     for s in r.stages[:30]:
-        row = [code(s.name, 60), s.kind, str(s.count) + (f" (+{s.warmup_count} warm-up)" if s.warmup_count else ""),
+        extra = "".join(f" (+{n} {what})" for n, what in ((s.warmup_count, "warm-up"), (s.empty_count, "empty"))
+                        if n)
+        row = [code(s.name, 60), s.kind, str(s.count) + extra,
                units.duration(s.p50_ns), units.duration(s.p90_ns), units.duration(s.p99_ns),
                units.duration(s.total_ns)]
         if has_gpu:
@@ -147,12 +151,16 @@ def _stages(r: Report) -> str:
         if dom and s.bound_shares_pct:
             dom = f"{dom} ({units.pct(s.bound_shares_pct.get(dom), 0)})"
         row.append(dom or "—")
+        row.append(f"{units.ratio(s.intensity)} FLOP/B, {units.pct(s.pct_of_roof, 0)} of roof"
+                   if s.pct_of_roof is not None else "—")
         rows.append(row)
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
            + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
               "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
-           + "Dominant bound = the roofline label holding most of the stage's op time.",
+           + "Dominant bound = the roofline label holding most of the stage's op time; the last column "
+           "puts the stage's modeled FLOPs and bytes against its whole work time (a lower bound on "
+           "what the stage achieves).",
            "", table(headers, rows, align)]
     if len(r.stages) > 30:
         out.append(f"\n({len(r.stages) - 30} more stages in the JSON report)")
@@ -168,7 +176,8 @@ def _ops(r: Report, top_n: int) -> str:
         achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
         bound = o.bound + (" (heuristic)" if o.heuristic else "")
         rows.append([
-            code(o.name, 60), code(o.shapes, 70) if o.shapes else "—", o.dtype or "—", str(o.count),
+            code(o.name, 60), ("causal ½ · " if o.causal else "") + (code(o.shapes, 70) if o.shapes else "—"),
+            o.dtype or "—", str(o.count),
             units.duration(o.total_ns), units.pct(o.share_pct), units.flops(o.flops), units.size(o.bytes),
             units.ratio(o.intensity), units.ratio(o.ridge), achieved if o.flops is not None else "—",
             units.pct(o.pct_of_roof, 0), bound, units.duration(o.gap_ns),
@@ -305,6 +314,12 @@ def _definitions(r: Report) -> str:
         "- **% of roof**: achieved ÷ attainable, where attainable = min(peak, intensity × bandwidth).",
         "- **gap to bound**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
         "- **P50/P90/P99**: percentiles (linear interpolation) of wall time across occurrences.",
+        "- **source**: `file:line` of the user function (outside torch and installed packages) that issued "
+        "the work; torch.profiler records the line where each Python function starts, so it is that "
+        "function's `def` line, not the statement.",
+        "- **exposed communication / copy**: communication (copy) time during which no compute kernel "
+        "ran on the device; **comm overlap** = communication time overlapped by compute ÷ communication time.",
+        "- **launch delay**: kernel start − end of the API call that launched it, clipped at 0 (HTA's definition).",
         "- Times are wall-clock; µs = microseconds, ms = milliseconds; sizes in decimal units (1 MB = 10^6 bytes).",
         "",
         "</details>",

@@ -27,33 +27,56 @@ def bound_mix(report: Report) -> dict[str, float]:
     return {k: 100.0 * mix[k] / total for k in BOUND_ORDER if k in mix}
 
 
-def verdict_sentences(report: Report, name: Fmt) -> list[str]:
+def _same(x: str) -> str:
+    return x
+
+
+def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str]:
+    """Where the time goes, what bounds it, what the rules found: names through ``name``,
+    text taken from the trace (host activity, paths) through ``prose``."""
     out: list[str] = []
     steps = [s for s in report.stages if s.kind == "step"]
-    if steps and steps[0].count:
-        s = steps[0]
+    step = steps[0] if steps else None
+    if step is not None and (step.count or step.warmup_count):
+        s = step
         if s.name == "(whole trace)":
             out.append(f"The trace has no step markers; it spans {units.duration(s.p50_ns)}.")
         else:
-            warm = ""
+            extra = []
             if s.warmup_count:
-                warm = (
-                    f" ({s.warmup_count} warm-up step{'s' if s.warmup_count > 1 else ''} "
-                    f"excluded, P50 {units.duration(s.warmup_p50_ns)})"
-                )
-            out.append(
-                f"{s.count} steady step{'s' if s.count != 1 else ''} took P50 {units.duration(s.p50_ns)} "
-                f"(P90 {units.duration(s.p90_ns)}, P99 {units.duration(s.p99_ns)}){warm}."
-            )
+                extra.append(f"{s.warmup_count} warm-up step{'s' if s.warmup_count > 1 else ''} excluded, "
+                             f"P50 {units.duration(s.warmup_p50_ns)}")
+            if s.empty_count:
+                extra.append(f"{s.empty_count} empty step{'s' if s.empty_count > 1 else ''} (no work) left out")
+            spread = (f" (P90 {units.duration(s.p90_ns)}, P99 {units.duration(s.p99_ns)})"
+                      if s.count >= 2 else "")
+            tail = f" ({'; '.join(extra)})" if extra else ""
+            n = s.count or s.warmup_count
+            out.append(f"{n} {'steady ' if s.count else ''}step{'s' if n != 1 else ''} took "
+                       f"{'P50 ' if n > 1 else ''}{units.duration(s.p50_ns)}{spread}{tail}.")
+        big = _largest_stage(report, s)
+        if big is not None:
+            st, share = big
+            out.append(f"The largest stage inside the steps is {name(st.name)}: {units.pct(share, 0)} of step time "
+                       f"(P50 {units.duration(st.p50_ns)}).")
     if report.devices:
         d = max(report.devices, key=lambda r: r.busy_ns)
-        label = f"GPU {d.device}" + (f" ({d.name})" if d.name else "")
+        label = f"GPU {d.device}" + (f" ({prose(d.name)})" if d.name else "")
         more = f" ({len(report.devices) - 1} other device(s) below)" if len(report.devices) > 1 else ""
+        comm = f"communication {units.pct(d.comm_pct)}"
+        if d.comm_ns:
+            comm += f", {units.pct(100.0 * d.exposed_comm_ns / d.window_ns if d.window_ns else 0)} of the window exposed"
         out.append(
             f"{label} was busy {units.pct(d.busy_pct)} of its {units.duration(d.window_ns)} active window "
-            f"(compute {units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, communication "
-            f"{units.pct(d.comm_pct)}) and idle {units.pct(d.idle_pct)}{more}."
+            f"(compute {units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, {comm}) "
+            f"and idle {units.pct(d.idle_pct)}{more}."
         )
+        if d.longest_idle_ns and d.window_ns and d.idle_ns and d.longest_idle_ns >= 0.1 * d.window_ns:
+            where = f" at {name(d.longest_idle_source)}" if d.longest_idle_source else ""
+            host = f", while the host was in {prose(d.longest_idle_host)}{where}" if d.longest_idle_host else ""
+            out.append(f"Its longest idle stretch is {units.duration(d.longest_idle_ns)} "
+                       f"({units.pct(100.0 * d.longest_idle_ns / d.window_ns, 0)} of the window, from "
+                       f"{units.duration(d.longest_idle_start_ns)}){host}.")
     mix = bound_mix(report)
     if mix:
         basis = "GPU op time" if report.ops_time_basis == "gpu" else "host op time"
@@ -62,7 +85,7 @@ def verdict_sentences(report: Report, name: Fmt) -> list[str]:
             out.append(f"By {basis}: " + ", ".join(parts) + ".")
     if report.ops:
         o = report.ops[0]
-        shapes = f" on {o.shapes}" if o.shapes else ""
+        shapes = f" on {prose(o.shapes)}" if o.shapes else ""
         roof = ""
         if o.bound in ("compute-bound", "memory-bound") and o.pct_of_roof is not None:
             roof = f", {o.bound} at {units.pct(o.pct_of_roof, 0)} of its roof"
@@ -80,10 +103,29 @@ def verdict_sentences(report: Report, name: Fmt) -> list[str]:
         except Exception:  # noqa: BLE001 - the CPU profile is optional prose
             text = ""
         if text:
-            out.append(text)
+            out.append(prose(text))
+    real = [f for f in report.findings if f.severity != "info"]
+    if report.findings or report.ops or report.devices:
+        if real:
+            out.append(f"{len(real)} finding{'s' if len(real) != 1 else ''} below "
+                       f"({', '.join(sorted({f.code for f in real}))}).")
+        else:
+            out.append("No rule fired at its default thresholds.")
     if not out:
         out.append("The trace holds no timed operator, GPU or sample data to attribute.")
     return out
+
+
+def _largest_stage(report: Report, step):  # type: ignore[no-untyped-def]
+    """The non-step stage with the most steady time, and its share of step time (>= 10 %)."""
+    if step is None or not step.total_ns or step.name == "(whole trace)":
+        return None
+    cands = [s for s in report.stages if s.kind != "step" and s.count and s.total_ns < step.total_ns]
+    if not cands:
+        return None
+    st = max(cands, key=lambda s: s.total_ns)
+    share = 100.0 * st.total_ns / step.total_ns
+    return (st, share) if share >= 10.0 else None
 
 
 def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
@@ -95,5 +137,7 @@ def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        lines.append(f"{text} — up to {units.duration(op.recoverable_ns)} at stake ({prose(op.source)})")
+        also = (f"; the same idle time is also counted by {', '.join(op.overlaps)}, not additive"
+                if op.overlaps else "")
+        lines.append(f"{text} — up to {units.duration(op.recoverable_ns)} at stake ({prose(op.source)}{also})")
     return lines

@@ -11,7 +11,7 @@ import numpy as np
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
-from traceclass.analysis.roofline import COMPUTE, MEMORY
+from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
 from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.report.model import (
@@ -152,6 +152,7 @@ def _devices(trace: Trace, analysis: Analysis) -> tuple[DeviceRow, ...]:
     out = []
     for t in analysis.timelines:
         info = trace.device(t.device)
+        host, src = _host_during(trace, t.longest_idle_start_ns, t.longest_idle_end_ns)
         out.append(
             DeviceRow(
                 device=t.device,
@@ -176,9 +177,45 @@ def _devices(trace: Trace, analysis: Analysis) -> tuple[DeviceRow, ...]:
                 streams=t.streams,
                 profiler_window_ns=t.profiler_window_ns,
                 idle_in_profiler_window_ns=t.idle_in_profiler_window_ns,
+                comm_overlap_pct=t.comm_overlap_pct,
+                longest_idle_start_ns=None if t.longest_idle_start_ns is None else t.longest_idle_start_ns - t0,
+                longest_idle_ns=None if t.longest_idle_start_ns is None or t.longest_idle_end_ns is None
+                else t.longest_idle_end_ns - t.longest_idle_start_ns,
+                longest_idle_host=host,
+                longest_idle_source=src,
+                launches=t.launches,
+                launch_delay_p50_ns=t.launch_delay_p50_ns,
+                launch_delay_p90_ns=t.launch_delay_p90_ns,
+                launch_delay_max_ns=t.launch_delay_max_ns,
+                kernels_shorter_than_launch=t.kernels_shorter_than_launch,
             )
         )
     return tuple(out)
+
+
+def _host_during(trace: Trace, g0: int | None, g1: int | None) -> tuple[str, str | None]:
+    """The host activity that covers most of ``[g0, g1)``: the API call, else the deepest op
+    covering at least half of it. Plain text and a source line."""
+    if g0 is None or g1 is None or g1 <= g0:
+        return "", None
+    from traceclass.analysis.source_lines import source_for_points
+
+    half = (g1 - g0) / 2
+    for table, label in ((trace.api, "API call"), (trace.ops, "op")):
+        if not len(table):
+            continue
+        ov = np.minimum(table.end_ns, g1) - np.maximum(table.start_ns, g0)
+        cand = np.flatnonzero(ov >= half)
+        if not len(cand):
+            continue
+        depth = table.depth[cand] if hasattr(table, "depth") else np.zeros(len(cand))
+        r = int(cand[np.lexsort((-ov[cand], -depth))[0]])
+        text = f"{label} {trace.strings[int(table.name[r])]}"
+        if label == "API call" and table.op[r] >= 0:
+            text += f" in {trace.strings[int(trace.ops.name[int(table.op[r])])]}"
+        src = source_for_points(trace, table.pid[r:r + 1], table.tid[r:r + 1], table.start_ns[r:r + 1])[0]
+        return text, src
+    return "no recorded host activity", None
 
 
 def _t0(trace: Trace) -> int:
@@ -200,10 +237,13 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
     for st in analysis.stages:
         j = index[st.name]
         m = occ.stage == j
-        steady = m & ~occ.warmup if (m & ~occ.warmup).any() else m
+        steady_m = m & occ.steady()
+        steady = steady_m if steady_m.any() else (m & occ.warmup if (m & occ.warmup).any() else m)
         which = np.flatnonzero(steady)
         which = which[np.argsort(occ.start_ns[which], kind="stable")]
         shares: dict[str, float] = {}
+        g = np.zeros(0, np.int64)
+        work_ns = 0
         flops = nbytes = None
         if has_gpu:
             parts = [occ.gpu_rows[i] for i in which]
@@ -218,6 +258,8 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
                 g = opa.op_group[owners]
                 g = g[g >= 0]
                 flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
+            busy = occ.gpu_busy_ns[which]
+            work_ns = int(busy[busy >= 0].sum())
         else:
             parts = [occ.op_rows[i] for i in which]
             sel = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
@@ -228,7 +270,9 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
                     shares = _shares(labels, opa.owner_time_ns[sel].astype(np.float64))
                     g = opa.op_group[sel]
                     flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
+                    work_ns = int(opa.owner_time_ns[sel].sum())
         dominant = max(shares, key=lambda k: shares[k]) if shares else ""
+        point, roof_label = _stage_point(analysis, g, flops, nbytes, work_ns)
         rows.append(
             StageRow(
                 name=st.name,
@@ -243,6 +287,7 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
                 min_ns=st.min_ns,
                 max_ns=st.max_ns,
                 warmup_p50_ns=st.warmup_p50_ns,
+                empty_count=st.empty_count,
                 gpu_busy_ns=st.gpu_busy_ns,
                 gpu_share_pct=st.gpu_share_pct,
                 dominant_bound=dominant,
@@ -250,6 +295,16 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
                 flops=flops,
                 bytes=nbytes,
                 intensity=(flops / nbytes) if (flops is not None and nbytes) else None,
+                work_ns=work_ns,
+                roof=roof_label,
+                ridge=point.ridge if point else None,
+                achieved_flops_per_s=point.achieved_flops_per_s if point else None,
+                achieved_bytes_per_s=point.achieved_bytes_per_s if point else None,
+                attainable_flops_per_s=point.attainable_flops_per_s if point else None,
+                pct_of_roof=point.pct_of_roof if point else None,
+                lower_bound_ns=point.lower_bound_ns if point else None,
+                gap_ns=point.gap_ns if point else None,
+                roofline_bound=point.bound if point else "",
                 wall_ns=tuple(int(x) for x in (occ.end_ns[which] - occ.start_ns[which])[:_MAX_SAMPLES].tolist()),
                 gpu_busy_each_ns=tuple(int(x) for x in occ.gpu_busy_ns[which][:_MAX_SAMPLES].tolist())
                 if has_gpu else (),
@@ -271,7 +326,7 @@ def _steady_steps(analysis: Analysis) -> np.ndarray:
     if not js:
         return np.zeros(0, np.int64)
     m = np.isin(occ.stage, np.array(js, dtype=np.int64))
-    steady = m & ~occ.warmup if (m & ~occ.warmup).any() else m
+    steady = m & occ.steady() if (m & occ.steady()).any() else m
     which = np.flatnonzero(steady)
     return which[np.argsort(occ.start_ns[which], kind="stable")][:_MAX_STEP_SERIES]
 
@@ -370,6 +425,24 @@ def _memory(trace: Trace) -> tuple[MemoryRow, ...]:
     return tuple(out)
 
 
+def _stage_point(analysis: Analysis, g: np.ndarray, flops: float | None, nbytes: float | None,
+                 work_ns: int) -> tuple[Point | None, str]:
+    """Roofline point of a stage's modeled work over all of its measured work time.
+
+    The roof is that of the op group holding most of the stage's FLOPs (its device, precision
+    and unit); unmodeled work still counts in the time, so achieved FLOP/s is a lower bound.
+    """
+    groups = analysis.ops.groups
+    if not flops or not nbytes or work_ns <= 0 or not len(g):
+        return None, ""
+    fl = np.array([groups[k].flops or 0.0 for k in g.tolist()])
+    top = groups[int(g[int(np.argmax(fl))])]
+    roof = analysis.roof(top.device, top.precision, top.unit)
+    if roof is None:
+        return None, ""
+    return classify(flops, nbytes, float(work_ns), roof, 0.0), f"{top.precision} {top.unit}, {roof.device}"
+
+
 def _sum_or_none(values: np.ndarray) -> float | None:
     v = values[~np.isnan(values)]
     return float(v.sum()) if len(v) else None
@@ -420,6 +493,7 @@ def _op_rows(analysis: Analysis) -> tuple[OpRow, ...]:
                 gap_ns=(p.gap_ns * g.count) if p.gap_ns is not None else None,
                 note=g.note,
                 top_kernels=g.top_kernels,
+                causal="causal" in g.note,
             )
         )
     return tuple(out)
@@ -479,13 +553,24 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
     return tuple(out[:limit])
 
 
+#: rules that measure the same GPU idle time from different angles (launch overhead, syncs,
+#: storms, low-utilisation windows): only the largest enters the opportunities list
+_IDLE_FAMILY = ("TC201", "TC202", "TC203", "TC303", "TC601")
+
+
 def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
-    out = [
-        Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
-        for f in findings
-        if f.recoverable_ns > 0
-    ]
-    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns]
+    """Largest recoverable times, overlaps removed: idle-time rules count once, and roofline
+    gaps (time above an op's lower bound) come in as their own items."""
+    real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
+    idle = [f for f in real if f.code in _IDLE_FAMILY]
+    out = [Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
+           for f in real if f.code not in _IDLE_FAMILY]
+    if idle:
+        top = max(idle, key=lambda f: f.recoverable_ns)
+        others = sorted({f.code for f in idle} - {top.code})
+        out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
+                               overlaps=tuple(others)))
+    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
@@ -516,8 +601,18 @@ def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
             )
     if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
-    if analysis.occurrences.synthetic:
+    occ = analysis.occurrences
+    if occ.synthetic:
         notes.append("no ProfilerStep ranges: the whole trace is treated as one step")
+    if occ.warmup_ignored:
+        notes.append(f"the trace has too few steps to set {analysis.config.warmup_steps} apart as warm-up: "
+                     "all steps are analysed")
+    if occ.empty.any():
+        notes.append(f"{int(occ.empty.sum())} step(s) contain no op and no GPU work (the profiler closed a "
+                     "step it did not run, typically the last): left out of the step statistics")
+    if analysis.ops.excluded_warmup:
+        notes.append("op, kernel-group and roofline tables cover the steady-state steps only "
+                     "(work that started in warm-up steps is left out)")
     if len(trace.ops) and "shapes" not in trace.captured:
         notes.append(
             "ops were recorded without shapes (record_shapes=False): FLOPs and bytes cannot be "

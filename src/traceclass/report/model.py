@@ -66,6 +66,16 @@ class DeviceRow:
     streams: int
     profiler_window_ns: int | None
     idle_in_profiler_window_ns: int | None
+    comm_overlap_pct: float | None = None  # comm time overlapped by compute / comm time (HTA's definition)
+    longest_idle_start_ns: int | None = None  # from the trace start
+    longest_idle_ns: int | None = None
+    longest_idle_host: str = ""  # what the host was doing meanwhile (API call or op), plain text
+    longest_idle_source: str | None = None  # file:line of that host activity, when stacks exist
+    launches: int = 0
+    launch_delay_p50_ns: float | None = None
+    launch_delay_p90_ns: float | None = None
+    launch_delay_max_ns: int | None = None
+    kernels_shorter_than_launch: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +99,17 @@ class StageRow:
     flops: float | None  # modeled FLOPs inside the steady-state occurrences
     bytes: float | None
     intensity: float | None
+    work_ns: int = 0  # GPU busy (GPU traces) or op time (CPU traces) of the steady occurrences
+    roof: str = ""  # "bf16 matrix, h100-sxm": the roof of the group holding most FLOPs
+    ridge: float | None = None
+    achieved_flops_per_s: float | None = None  # modeled FLOPs over all work time (a lower bound)
+    achieved_bytes_per_s: float | None = None
+    attainable_flops_per_s: float | None = None
+    pct_of_roof: float | None = None
+    lower_bound_ns: float | None = None
+    gap_ns: float | None = None
+    roofline_bound: str = ""  # label of the stage's modeled work as a whole
+    empty_count: int = 0  # steps with no work, left out of the statistics
     wall_ns: tuple[int, ...] = ()  # steady-state occurrence wall times in time order (for noise estimates)
     gpu_busy_each_ns: tuple[int, ...] = ()  # GPU busy per steady occurrence (GPU traces)
 
@@ -122,6 +143,7 @@ class OpRow:
     gap_ns: float | None  # total over all calls: time above the lower bound
     note: str
     top_kernels: tuple[str, ...]
+    causal: bool = False  # causal attention: FLOPs count the unmasked half only
     # time of this group inside each steady-state step, in time order (same basis as total_ns;
     # instances are counted in the step their owner op started in); () when not computed
     step_ns: tuple[int, ...] = ()
@@ -169,6 +191,7 @@ class Opportunity:
     recoverable_ns: int
     source: str  # finding code, or "roofline" / "timeline"
     names: tuple[str, ...] = ()  # op/kernel names mentioned (rendered as code)
+    overlaps: tuple[str, ...] = ()  # other findings counting the same time (not additive)
 
 
 @dataclasses.dataclass(frozen=True)
