@@ -13,7 +13,7 @@ import gzip
 import json
 import os
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from traceclass.compare.baseline import is_baseline_dict, run_from_baseline
 from traceclass.compare.run import Run, is_report_dict, report_dict, run_from_dict
@@ -55,8 +55,12 @@ def _from_doc(doc: Any, path: str) -> tuple[Run, dict[str, Any], dict[str, Any] 
     return None
 
 
-def load_run(path: str, cfg: Config) -> tuple[Run, dict[str, Any], dict[str, Any] | None]:
-    """(run, its plain report dict, the baseline document when the file is a baseline)."""
+def load_run(path: str, cfg: Config, source_roots: Sequence[str] = ()) -> tuple[Run, dict[str, Any], dict[str, Any] | None]:
+    """(run, its plain report dict, the baseline document when the file is a baseline).
+
+    ``source_roots`` (``--source-root``): where a sampled profile's source files are; the
+    trace readers attach the calling lines' text (see ``analyze``). Reports and baselines
+    were analysed already and keep what they hold."""
     if not os.path.isfile(path):
         raise TraceFormatError(path, "no such file")
     try:
@@ -70,7 +74,7 @@ def load_run(path: str, cfg: Config) -> tuple[Run, dict[str, Any], dict[str, Any
     from traceclass.cli.analyze import load_and_report
 
     try:
-        _trace, _analysis, report = load_and_report(path, cfg)
+        _trace, _analysis, report = load_and_report(path, cfg, list(source_roots))
     except TraceFormatError:
         if prefix.lstrip().startswith("{") and os.path.getsize(path) <= _FALLBACK_MAX_BYTES:
             try:

@@ -35,6 +35,9 @@ def register(p: argparse.ArgumentParser) -> None:
                       help="steps left out as warm-up (default 1)")
     save.add_argument("--device", metavar="NAME", help="device spec for GPU traces")
     save.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
+    save.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
+                      help="where the profiled program's source files are (repeatable): sampled profiles read the "
+                           "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
     save.set_defaults(func=run_save)
     p.set_defaults(func=_usage(p))
 
@@ -52,7 +55,7 @@ def run_save(args: argparse.Namespace) -> int:
     from traceclass.compare.baseline import build_baseline, git_facts
 
     cfg = config_from_args(args)
-    run, run_dict, doc = load_run(args.trace, cfg)
+    run, run_dict, doc = load_run(args.trace, cfg, args.source_root)
     if doc is not None:
         raise ConfigError(f"{args.trace} is already a baseline file")
     baseline = build_baseline(run, run_dict, git_facts(os.getcwd()), time.time_ns())

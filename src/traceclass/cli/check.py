@@ -35,6 +35,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps", help="warm-up steps (default 1)")
     p.add_argument("--device", metavar="NAME", help="device spec for GPU traces")
     p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
+    p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
+                   help="where the profiled program's source files are (repeatable): sampled profiles read the "
+                        "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
     p.set_defaults(func=run)
 
 
@@ -45,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from traceclass.render.diff_markdown import render_check_markdown
 
     cfg = config_from_args(args)
-    base, _, doc = load_run(args.baseline, cfg)
-    cand, _, _ = load_run(args.candidate, cfg)
+    base, _, doc = load_run(args.baseline, cfg, args.source_root)
+    cand, _, _ = load_run(args.candidate, cfg, args.source_root)
     result = check(base, cand, cfg.check, cfg.budgets)
     facts = {"file": base.file, "recorded_at_epoch_ns": base.start_epoch_ns}
     if doc is not None:

@@ -13,7 +13,9 @@ COMMAND = "diff"
 HELP = "compare two runs (traces, JSON reports or baselines): what got faster or slower, beyond noise"
 DESCRIPTION = (
     "Compare a baseline run with a candidate run per stage, op group (matched by name, shapes and "
-    "dtype), kernel family, GPU busy/idle/copy time, memory peak and finding. Inputs: traces of any "
+    "dtype), kernel family, GPU busy/idle/copy time, memory peak and finding; sampled CPU profiles "
+    "(py-spy) per hot spot (function, file and line), kind and thread, in time when the sampling interval "
+    "is known, else in samples, with their shares (one value per run: noise unknown). Inputs: traces of any "
     "supported format, JSON reports (traceclass analyze --format json) or baseline files, in any mix. "
     "Deltas are labelled faster / slower / within noise from the spread of the per-step samples "
     "(Mann-Whitney U, p < 0.05, and |delta| >= 2%; the rule is printed with the result). "
@@ -33,6 +35,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="steps left out as warm-up when analysing traces (default 1)")
     p.add_argument("--device", metavar="NAME", help="device spec for GPU traces (see `traceclass devices`)")
     p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
+    p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
+                   help="where the profiled program's source files are (repeatable): sampled profiles read the "
+                        "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
     p.set_defaults(func=run)
 
 
@@ -42,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     fmt = args.format or ("json" if (args.output or "").lower().endswith(".json") else "md")
-    base, _, _ = load_run(args.baseline, cfg)
-    cand, _, _ = load_run(args.candidate, cfg)
+    base, _, _ = load_run(args.baseline, cfg, args.source_root)
+    cand, _, _ = load_run(args.candidate, cfg, args.source_root)
     d = to_dict(build_diff(base, cand))
     out = render_json(d) if fmt == "json" else render_markdown(d, cfg.analysis.top_n)
     if args.output:

@@ -12,7 +12,12 @@ Values:
 * GPU per step: busy (union of GPU work launched from the step), idle (step wall − busy) and
   copy (memcpy + memset time) as means per step; per device, the busy/idle/copy shares of the
   device window (one value per run);
-* memory: allocator peaks (one value per run); findings: recoverable time (one estimate).
+* memory: allocator peaks (one value per run); findings: recoverable time (one estimate);
+* sampled CPU profiles (py-spy, ...): hot spots matched by (function, file, line), kinds
+  (Python compute, lock wait, ...) and threads (by name; unnamed ones by role), each as self
+  time and share of all sampled time. Values are time when both runs know their sampling
+  interval, else sample counts, else shares only. A profile has no repeated steps: every figure
+  is one value per run ("single run, noise unknown"), judged by the fallback rule.
 
 Noise labels come from :mod:`traceclass.compare.noise`. The verdict is kept as data
 (:class:`Verdict`); renderers turn it into text.
@@ -34,7 +39,7 @@ from traceclass.compare.match import (
     pair_stages,
 )
 from traceclass.compare.noise import NoiseCall
-from traceclass.compare.run import OpGroup, Run, Stage, gpu_names, mean
+from traceclass.compare.run import CpuFrame, CpuRun, CpuShare, OpGroup, Run, Stage, gpu_names, mean
 from traceclass.report.plain import plain
 
 SCHEMA_VERSION = 1
@@ -84,6 +89,11 @@ class RunInfo:
     warmup_steps: int
     gpus: tuple[str, ...]
     recorded_at_epoch_ns: int | None
+    # sampled CPU profile, when there is one
+    cpu_unit: str = ""  # "ns", "samples", "units" or "" (no profile)
+    cpu_total_ns: int | None = None
+    cpu_samples: int | None = None
+    cpu_interval_ns: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +169,34 @@ class FindingDelta:
 
 
 @dataclasses.dataclass(frozen=True)
+class CpuRowDelta:
+    """A hot spot, kind or thread of two sampled CPU profiles."""
+
+    name: str  # function, kind label or thread name (untrusted, but for kind labels)
+    location: str  # "file:line" for hot spots, "" else
+    kind: str  # the frame's kind (hot spots) or the kind's code (kinds), "" for threads
+    status: str  # "matched", "appeared", "vanished"; "unlisted" when the other run ranks it too low to list
+    value: Delta  # self time (unit "ns") or samples (unit "samples"); None values when not comparable
+    share: Delta  # of all sampled time (unit "pct")
+    # labels are higher / lower / within noise: more time at a line or in a thread may be a
+    # slower line or a longer recording, the figures say which
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuDiff:
+    unit: str  # "ns" (time), "samples", or "share" (only shares compare)
+    basis: str  # plain text: why this unit
+    total: Delta  # all sampled thread time (or samples)
+    hot_spots: tuple[CpuRowDelta, ...]  # largest change first
+    kinds: tuple[CpuRowDelta, ...]
+    threads: tuple[CpuRowDelta, ...]
+    movers: tuple[CpuRowDelta, ...]  # rows beyond the single-run rule, largest change first
+    notes: tuple[str, ...]
+    rule_pct: float = noise.SINGLE_SAMPLE_PCT  # |Δ| from which a single-run figure counts (points for shares)
+    lengths_differ: bool = False  # the totals differ by rule_pct or more: shares tell more than values
+
+
+@dataclasses.dataclass(frozen=True)
 class Contributor:
     """An op group's share of the step-time change."""
 
@@ -190,6 +228,9 @@ class Verdict:
     work_stages: tuple[StageDelta, ...] = ()  # stages beyond noise, largest |delta| first
     work_stages_compared: int = 0
     work_gpu_busy: Delta | None = None  # GPU busy time in the window
+    #: sampled CPU profiles in both runs: hot spots, kinds and threads beyond the single-run rule
+    cpu_movers: tuple[CpuRowDelta, ...] = ()
+    cpu_compared: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,6 +253,7 @@ class DiffReport:
     findings: tuple[FindingDelta, ...]
     notes: tuple[str, ...]
     schema_version: int = SCHEMA_VERSION
+    cpu: CpuDiff | None = None
 
 
 # --------------------------------------------------------------------------- build
@@ -222,9 +264,10 @@ def build_diff(b: Run, c: Run) -> DiffReport:
     stages, only_b, only_c = _stages(b, c)
     step = stages[0] if stages and stages[0].kind == "step" else None
     series = b.series_steps > 0 and c.series_steps > 0
-    if not series:
-        notes.append("a run has no per-step op series (report from an older traceclass or no steps): op groups "
-                      "and kernel families are compared as total ÷ steps in the trace, noise unknown")
+    if not series and (b.ops or c.ops or b.families or c.families):
+        why = "no steps" if (b.step is None or c.step is None) else "a report from an older traceclass"
+        notes.append(f"a run has no per-step op series ({why}): op groups and kernel families are compared as "
+                     "total ÷ steps in the trace, noise unknown")
     ops, appeared, vanished = _ops(b, c, series)
     families = _families(b, c, series)
     synthetic = [w for w, r in (("baseline", b), ("candidate", c)) if r.step_synthetic]
@@ -240,11 +283,18 @@ def build_diff(b: Run, c: Run) -> DiffReport:
         elif st is not None and st.count < 2:
             notes.append(f"the {which} has {st.count} steady step(s): noise unknown for per-step figures; "
                          f"|Δ| ≥ {noise.SINGLE_SAMPLE_PCT:g}% counts as a change")
-        if st is None:
+        if st is None and run.cpu is None:
             notes.append(f"the {which} has no steps or ranges: no step time to compare")
+    cpu = _cpu(b.cpu, c.cpu) if (b.cpu is not None and c.cpu is not None) else None
+    if (b.cpu is None) != (c.cpu is None):
+        which = "baseline" if b.cpu is not None else "candidate"
+        notes.append(f"only the {which} is a sampled CPU profile: its hot spots, kinds and threads have nothing "
+                     "to compare with")
     findings = _findings(b, c)
     gpu_step = _gpu_step(b, c)
     verdict = _verdict(b, c, step, ops + appeared + vanished, stages, families, findings, gpu_step)
+    if cpu is not None:
+        verdict = dataclasses.replace(verdict, cpu_movers=cpu.movers, cpu_compared=True)
     callouts = environment_differences(b, c)
     workload = _workload_callout(ops, appeared, vanished)
     if workload is not None:
@@ -267,14 +317,138 @@ def build_diff(b: Run, c: Run) -> DiffReport:
         memory=tuple(_memory(b, c)),
         findings=tuple(findings),
         notes=tuple(notes),
+        cpu=cpu,
     )
 
 
 def _info(r: Run) -> RunInfo:
     st = r.step
+    cpu = r.cpu
     return RunInfo(file=r.file, format=r.format, producer=r.producer, steps=st.count if st else 0,
                    warmup_steps=st.warmup_count if st else 0, gpus=gpu_names(r),
-                   recorded_at_epoch_ns=r.start_epoch_ns)
+                   recorded_at_epoch_ns=r.start_epoch_ns,
+                   cpu_unit=cpu.unit if cpu else "", cpu_total_ns=cpu.total_ns if cpu else None,
+                   cpu_samples=cpu.samples if cpu else None, cpu_interval_ns=cpu.interval_ns if cpu else None)
+
+
+# --------------------------------------------------------------------------- sampled CPU profiles
+
+
+def _cpu_unit(b: CpuRun, c: CpuRun) -> tuple[str, str]:
+    if b.total_ns is not None and c.total_ns is not None and b.unit != "units" and c.unit != "units":
+        if b.interval_ns and c.interval_ns and b.interval_ns != c.interval_ns:
+            return "ns", "sampled time (the runs sample at different intervals: times still compare, counts not)"
+        return "ns", "sampled time (the sampling interval is known in both runs)"
+    if b.samples is not None and c.samples is not None:
+        return "samples", ("sample counts (a run does not record its sampling interval, so counts stand in for "
+                           "time: equal only at equal sampling rates)")
+    return "share", "shares of all sampled weight only (a run's values are neither time nor samples)"
+
+
+def _amount(x: CpuFrame | CpuShare | None, unit: str) -> float | None:
+    if x is None:
+        return 0.0
+    v = (x.self_ns if isinstance(x, CpuFrame) else x.ns) if unit == "ns" else \
+        (x.self_samples if isinstance(x, CpuFrame) else x.samples) if unit == "samples" else None
+    return None if v is None else float(v)
+
+
+def _pct_of(x: CpuFrame | CpuShare | None) -> float:
+    if x is None:
+        return 0.0
+    return x.self_pct if isinstance(x, CpuFrame) else x.pct
+
+
+def _cpu_row(name: str, location: str, kind: str, status: str, xb: CpuFrame | CpuShare | None,
+             xc: CpuFrame | CpuShare | None, unit: str) -> CpuRowDelta:
+    if status == "unlisted":  # ranked too low in one run to be listed: no value there
+        vb = None if xb is None else _amount(xb, unit)
+        vc = None if xc is None else _amount(xc, unit)
+        sb = None if xb is None else _pct_of(xb)
+        sc = None if xc is None else _pct_of(xc)
+    else:
+        vb, vc = _amount(xb, unit), _amount(xc, unit)
+        sb, sc = _pct_of(xb), _pct_of(xc)
+    value_unit = unit if unit in ("ns", "samples") else "samples"
+    if unit == "share":
+        vb = vc = None
+    return CpuRowDelta(
+        name=name, location=location, kind=kind, status=status,
+        value=Delta(vb, vc, value_unit, noise.judge((), (), vb, vc, time_like=False, single_run=True)),
+        share=Delta(sb, sc, "pct", noise.judge((), (), sb, sc, time_like=False, points=True, single_run=True)),
+    )
+
+
+def _row_size(r: CpuRowDelta) -> float:
+    """Sort key: the change in share (comparable whatever the recording lengths)."""
+    return abs(r.share.delta or 0.0)
+
+
+def _cpu(b: CpuRun, c: CpuRun) -> CpuDiff:
+    unit, basis = _cpu_unit(b, c)
+    notes: list[str] = []
+    tb = float(b.total_ns) if unit == "ns" else float(b.samples) if unit == "samples" and b.samples else None
+    tc = float(c.total_ns) if unit == "ns" else float(c.samples) if unit == "samples" and c.samples else None
+    if unit == "share":
+        tb = tc = None
+    total = Delta(tb, tc, "samples" if unit != "ns" else "ns",
+                  noise.judge((), (), tb, tc, time_like=False, single_run=True))
+    lengths_differ = bool(tb and tc and abs(tc - tb) / tb * 100.0 >= noise.SINGLE_SAMPLE_PCT)
+    if lengths_differ:
+        assert tb and tc
+        notes.append(f"the recordings differ in length ({'all sampled time' if unit == 'ns' else 'sample count'} "
+                     f"{100.0 * (tc - tb) / tb:+.0f}%): every value moves with it, so compare shares")
+
+    hot: list[CpuRowDelta] = []
+    cb = {h.key: h for h in b.hot_spots}
+    cc = {h.key: h for h in c.hot_spots}
+    for key in list(cb) + [k for k in cc if k not in cb]:
+        hb, hc = cb.get(key), cc.get(key)
+        ref = hb or hc
+        assert ref is not None
+        if hb is not None and hc is not None:
+            status = "matched"
+        elif hb is None:
+            status = "appeared" if b.hot_spots_complete else "unlisted"
+        else:
+            status = "vanished" if c.hot_spots_complete else "unlisted"
+        hot.append(_cpu_row(ref.function, ref.location, ref.kind, status, hb, hc, unit))
+    hot.sort(key=lambda r: -_row_size(r))
+    if not (b.hot_spots_complete and c.hot_spots_complete):
+        floor = max(b.hot_spot_floor_pct, c.hot_spot_floor_pct)
+        notes.append(f"the reports list each profile's top {max(len(b.hot_spots), len(c.hot_spots))} lines only: a "
+                     f"line listed in one run and not the other is 'unlisted' there (under {floor:.2g}% of its time), "
+                     "not gone")
+
+    def shares(xs_b: Sequence[CpuShare], xs_c: Sequence[CpuShare], kinds: bool) -> list[CpuRowDelta]:
+        mb = {x.key: x for x in xs_b}
+        mc = {x.key: x for x in xs_c}
+        out = []
+        for key in list(mb) + [k for k in mc if k not in mb]:
+            xb, xc = mb.get(key), mc.get(key)
+            ref = xb or xc
+            assert ref is not None
+            status = "matched" if (xb and xc) else "appeared" if xb is None else "vanished"
+            out.append(_cpu_row(ref.label, "", key if kinds else "", status, xb, xc, unit))
+        out.sort(key=lambda r: -_row_size(r))
+        return out
+
+    kinds = shares(b.kinds, c.kinds, True)
+    threads = shares(b.threads, c.threads, False)
+    # recording and analysis differences (--idle, --gil, interval, --source-root) are callouts: match.py
+    material = MATERIAL_PCT_OF_STEP / 100.0 * (tb or 0.0)
+
+    def moved(r: CpuRowDelta) -> bool:
+        """Beyond the single-run rule in share, or in value by a material amount (a tiny line
+        doubling is not news)."""
+        if r.status == "unlisted":
+            return False
+        return r.share.call.beyond_noise or (r.value.call.beyond_noise and abs(r.value.delta or 0.0) >= material)
+
+    movers = [r for r in hot + kinds + threads if moved(r)]
+    movers.sort(key=lambda r: -_row_size(r))
+    return CpuDiff(unit=unit, basis=basis, total=total, hot_spots=tuple(hot), kinds=tuple(kinds),
+                   threads=tuple(threads), movers=tuple(movers), notes=tuple(notes), lengths_differ=lengths_differ)
 
 
 def _stage_delta(sb: Stage, sc: Stage) -> StageDelta:

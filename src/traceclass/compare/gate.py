@@ -235,6 +235,8 @@ def _why_nothing(b: Run, c: Run) -> str:
     if b.stages and c.stages:
         parts.append("no stage in common")
     text = "; ".join(parts) or "no metric was measured in both runs"
+    if b.cpu is not None and c.cpu is not None:
+        text += " (sampled CPU profiles: `traceclass diff` compares their hot spots, kinds and threads)"
     return text + " — the gate checked nothing"
 
 

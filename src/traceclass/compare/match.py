@@ -77,10 +77,37 @@ def environment_differences(b: Run, c: Run) -> list[Callout]:
     if b.warmup_steps is not None and c.warmup_steps is not None and b.warmup_steps != c.warmup_steps:
         out.append(Callout("analysis", "warm-up steps", str(b.warmup_steps), str(c.warmup_steps),
                            "the steady state starts at a different step"))
+    out += _sampling_differences(b, c)
     if b.traceclass_version and c.traceclass_version and b.traceclass_version != c.traceclass_version:
         out.append(Callout("analysis", "traceclass version", b.traceclass_version, c.traceclass_version,
                            "the reports were analysed by different traceclass versions"))
     return out
+
+
+def _sampling_differences(b: Run, c: Run) -> list[Callout]:
+    """Sampled CPU profiles recorded or analysed differently (py-spy flags, --source-root)."""
+    pb, pc = b.cpu, c.cpu
+    if pb is None or pc is None:
+        return []
+    out = []
+    if pb.includes_idle is not None and pc.includes_idle is not None and pb.includes_idle != pc.includes_idle:
+        out.append(Callout("profiler", "idle samples (py-spy --idle)", _yes(pb.includes_idle), _yes(pc.includes_idle),
+                           "waiting threads are sampled in one run only: the shares differ for that reason alone"))
+    if pb.gil_only is not None and pc.gil_only is not None and pb.gil_only != pc.gil_only:
+        out.append(Callout("profiler", "GIL-only sampling (py-spy --gil)", _yes(pb.gil_only), _yes(pc.gil_only),
+                           "one run sampled only threads holding the GIL: the shares differ for that reason alone"))
+    if pb.interval_ns and pc.interval_ns and pb.interval_ns != pc.interval_ns:
+        out.append(Callout("profiler", "sampling interval", f"{pb.interval_ns / 1e6:g} ms", f"{pc.interval_ns / 1e6:g} ms",
+                           "sample counts differ for that reason alone (times and shares still compare)"))
+    if (pb.source_lines > 0) != (pc.source_lines > 0):
+        out.append(Callout("analysis", "source lines read (--source-root)", _yes(pb.source_lines > 0),
+                           _yes(pc.source_lines > 0), "a line's text tells a wait from compute in one run only: "
+                           "the kinds differ for that reason alone"))
+    return out
+
+
+def _yes(v: bool) -> str:
+    return "yes" if v else "no"
 
 
 def _s(v: Any) -> str:

@@ -44,6 +44,7 @@ SINGLE_SAMPLE_PCT = 10.0
 EXACT_MAX_N = 60
 
 FASTER, SLOWER, WITHIN = "faster", "slower", "within noise"
+SINGLE_RUN = "single run, noise unknown"
 HIGHER, LOWER = "higher", "lower"
 
 MANN_WHITNEY = "Mann-Whitney U"
@@ -81,12 +82,17 @@ def judge(
     candidate_value: float | None,
     time_like: bool = True,
     points: bool = False,
+    single_run: bool = False,
 ) -> NoiseCall:
     """Label the change ``baseline_value -> candidate_value`` using the spread of the samples.
 
     ``baseline_value`` / ``candidate_value`` are the figures shown (a P50, a mean); the samples
     are what they summarise. ``None`` values (metric absent) are within noise by definition.
+    ``single_run``: the figures summarise a whole run that has no repeated unit to sample (a
+    sampled CPU profile): the fallback rule decides, and the reason says so (``SINGLE_RUN``).
     """
+    if single_run:
+        baseline, candidate = (), ()
     b = np.asarray([x for x in baseline if x is not None and math.isfinite(x)], dtype=np.float64)
     c = np.asarray([x for x in candidate if x is not None and math.isfinite(x)], dtype=np.float64)
     nb, nc = len(b), len(c)
@@ -103,7 +109,8 @@ def judge(
         rel = abs(delta) / abs(baseline_value) * 100.0 if baseline_value else math.inf
     if nb < 2 or nc < 2:
         label = direction if rel >= SINGLE_SAMPLE_PCT else WITHIN
-        why = "one value per run: noise unknown" if nb == 0 and nc == 0 else "single sample: noise unknown"
+        why = SINGLE_RUN if single_run else \
+            "one value per run: noise unknown" if nb == 0 and nc == 0 else "single sample: noise unknown"
         return NoiseCall(label, NO_TEST, None, nb, nc, False, why)
     if _min_two_sided_p(nb, nc) <= ALPHA:
         test, p = MANN_WHITNEY, mann_whitney_p(b, c)

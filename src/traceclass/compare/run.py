@@ -8,6 +8,10 @@ their saved reports are the same diff.
 
 Reports written before per-step series existed (no ``step_ns``) still load: op groups and
 kernel families then fall back to "total ÷ steps in the trace" with the noise unknown.
+
+Sampled CPU profiles (py-spy, ...) contribute their ``cpu_profile`` block: hot spots, kinds and
+threads, with the key names of the JSON report (``self_ns`` / ``self_samples``, ``time_ns`` /
+``share_pct``), so a trace and its saved JSON report give the same :class:`CpuRun`.
 """
 
 from __future__ import annotations
@@ -100,6 +104,68 @@ class FindingRef:
 
 
 @dataclasses.dataclass(frozen=True)
+class CpuFrame:
+    """A hot spot: one (function, file, line) with its self time."""
+
+    function: str
+    file: str
+    line: int | None
+    kind: str
+    self_ns: int | None  # None when the sampling interval is unknown
+    self_samples: int | None  # None for weighted or timed profiles without sample counts
+    self_pct: float  # of all sampled time
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        return (self.function, self.file, self.line)
+
+    @property
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuShare:
+    """A kind (Python compute, lock wait, ...) or a thread: its time, samples and share."""
+
+    key: str  # kind code, or the thread's matching key
+    label: str  # kind label, or the thread's name
+    ns: int | None
+    samples: int | None
+    pct: float
+    running_pct: float | None = None  # threads: share of their own time not waiting
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuRun:
+    """The comparable part of a sampled CPU profile."""
+
+    unit: str  # "ns", "samples" or "units" (weights that are not time)
+    interval_ns: int | None
+    total_ns: int | None
+    samples: int | None
+    includes_idle: bool | None
+    gil_only: bool | None
+    source_lines: int  # leaf lines whose source text was read (--source-root)
+    hot_spots: tuple[CpuFrame, ...]  # by self time, largest first; the report keeps the top ones
+    kinds: tuple[CpuShare, ...]
+    threads: tuple[CpuShare, ...]
+
+    @property
+    def hot_spots_complete(self) -> bool:
+        """Whether every sampled line is listed (else a line missing here may just rank lower)."""
+        listed = sum(h.self_pct for h in self.hot_spots) + sum(k.pct for k in self.kinds if k.key == "none")
+        return listed >= 99.5
+
+    @property
+    def hot_spot_floor_pct(self) -> float:
+        """Lines not listed take at most this share each."""
+        return 0.0 if self.hot_spots_complete or not self.hot_spots else min(h.self_pct for h in self.hot_spots)
+
+
+@dataclasses.dataclass(frozen=True)
 class Run:
     file: str
     format: str
@@ -120,6 +186,7 @@ class Run:
     series_steps: int  # steady steps behind OpGroup.step_ns (0: no series in the input)
     warmup_steps: int | None
     has_gpu: bool
+    cpu: CpuRun | None = None  # sampled CPU profile, when the trace holds samples
 
     @property
     def step(self) -> Stage | None:
@@ -141,7 +208,43 @@ class Run:
 
 def report_dict(report: Report) -> dict[str, Any]:
     """The comparison-relevant part of a Report as plain JSON-compatible data."""
-    return {k: _plain(getattr(report, k)) for k in _KEYS if hasattr(report, k)}
+    d = {k: _plain(getattr(report, k)) for k in _KEYS if hasattr(report, k)}
+    cpu = getattr(report, "cpu_profile", None)
+    if cpu is not None:
+        d["cpu_profile"] = cpu_profile_dict(cpu)
+    return d
+
+
+def cpu_profile_dict(cpu: Any) -> dict[str, Any]:
+    """The comparable part of a CpuProfile, with the JSON report's key names."""
+
+    def frame(f: Any) -> dict[str, Any]:
+        d = {"function": f.function, "file": f.file, "line": f.line, "kind": f.kind, "self_ns": f.self_ns,
+             "self_pct": f.self_pct}
+        if cpu.unit == "samples":
+            d["self_samples"] = f.self_value
+        return d
+
+    def kind(k: Any) -> dict[str, Any]:
+        d = {"kind": k.kind, "label": k.label, "time_ns": k.ns, "share_pct": k.pct}
+        if cpu.unit == "samples":
+            d["samples"] = k.value
+        return d
+
+    return _plain({
+        "unit": cpu.unit,
+        "interval_ns": cpu.interval_ns,
+        "total_ns": cpu.total_ns,
+        "samples": cpu.samples,
+        "includes_idle": cpu.includes_idle,
+        "gil_only": cpu.gil_only,
+        "source_lines_read": cpu.source_lines,
+        "kinds": [kind(k) for k in cpu.kinds],
+        "threads": [{"pid": t.pid if t.pid >= 0 else None, "tid": t.tid if t.tid >= 0 else None, "name": t.name,
+                     "samples": t.samples, "time_ns": t.ns, "share_pct": t.share_pct,
+                     "running_pct": t.running_pct} for t in cpu.threads],
+        "hot_spots": [frame(f) for f in cpu.hot_spots],
+    })
 
 
 def _plain(obj: Any) -> Any:
@@ -247,6 +350,7 @@ def _run_from_dict(d: Mapping[str, Any]) -> Run:
                                    recoverable_ns=int(f.get("recoverable_ns", 0) or 0)))
     hardware = tuple((int(h["device"]), str(h.get("reported_name", "")), h.get("spec"))
                      for h in d.get("hardware", ()) or ())
+    cpu = d.get("cpu_profile")
     th = d.get("thresholds") or {}
     warm = th.get("warmup_steps") if isinstance(th, Mapping) else None
     epoch = src.get("start_epoch_ns")
@@ -271,6 +375,75 @@ def _run_from_dict(d: Mapping[str, Any]) -> Run:
         series_steps=int(d.get("step_series_steps", 0) or 0),
         warmup_steps=int(warm) if isinstance(warm, (int, float)) else None,
         has_gpu=bool(devices) or int(counts.get("gpu_activities", 0) or 0) > 0,
+        cpu=_cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None,
+    )
+
+
+def _opt_int(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+def _opt_bool(x: Any) -> bool | None:
+    return None if x is None else bool(x)
+
+
+def _samples_of(ns: int | None, samples: Any, interval: int | None) -> int | None:
+    """Sample count as written, else from the time at a known interval."""
+    if samples is not None:
+        return int(samples)
+    if ns is not None and interval:
+        return int(round(ns / interval))
+    return None
+
+
+def thread_key(name: str, pid: int | None, tid: int | None) -> str:
+    """Threads pair by name (their ids change from run to run); unnamed ones by role."""
+    if name:
+        return name
+    return "(unnamed main thread)" if (pid is not None and pid == tid) else "(unnamed thread)"
+
+
+def _cpu_from_dict(c: Mapping[str, Any]) -> CpuRun:
+    interval = _opt_int(c.get("interval_ns"))
+    hot = []
+    for h in c.get("hot_spots") or ():
+        ns = _opt_int(h.get("self_ns"))
+        line = h.get("line")
+        hot.append(CpuFrame(function=str(h["function"]), file=str(h.get("file") or ""),
+                            line=None if line is None else int(line), kind=str(h.get("kind", "")),
+                            self_ns=ns, self_samples=_samples_of(ns, h.get("self_samples"), interval),
+                            self_pct=float(h.get("self_pct") or 0.0)))
+    kinds = []
+    for k in c.get("kinds") or ():
+        ns = _opt_int(k.get("time_ns"))
+        kinds.append(CpuShare(key=str(k["kind"]), label=str(k.get("label") or k["kind"]), ns=ns,
+                              samples=_samples_of(ns, k.get("samples"), interval),
+                              pct=float(k.get("share_pct") or 0.0)))
+    threads: list[CpuShare] = []
+    seen: dict[str, int] = {}
+    for t in c.get("threads") or ():  # largest first: same-named threads pair in that order
+        ns = _opt_int(t.get("time_ns"))
+        pid, tid = _opt_int(t.get("pid")), _opt_int(t.get("tid"))
+        name = str(t.get("name") or "")
+        key = thread_key(name, pid, tid)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            key = f"{key} #{seen[key]}"
+        running = t.get("running_pct")
+        threads.append(CpuShare(key=key, label=key, ns=ns, samples=_samples_of(ns, t.get("samples"), interval),
+                                pct=float(t.get("share_pct") or 0.0),
+                                running_pct=None if running is None else float(running)))
+    return CpuRun(
+        unit=str(c.get("unit", "")),
+        interval_ns=interval,
+        total_ns=_opt_int(c.get("total_ns")),
+        samples=_opt_int(c.get("samples")),
+        includes_idle=_opt_bool(c.get("includes_idle")),
+        gil_only=_opt_bool(c.get("gil_only")),
+        source_lines=int(c.get("source_lines_read") or 0),
+        hot_spots=tuple(hot),
+        kinds=tuple(kinds),
+        threads=tuple(threads),
     )
 
 

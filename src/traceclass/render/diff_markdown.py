@@ -26,14 +26,21 @@ _TEST_SHORT = {"Mann-Whitney U": "MW", "Welch t": "Welch"}
 def _signed_duration(ns: float | None) -> str:
     if ns is None:
         return "—"
-    s = units.duration(abs(ns))
-    return ("+" if ns > 0 else "−" if ns < 0 else "±") + s
+    if abs(ns) < 0.5:  # rounds to 0 ns: no sign
+        ns = 0.0
+    return _sign(ns) + units.duration(abs(ns))
 
 
-def _signed_pct(x: float | None, digits: int = 1) -> str:
+def _sign(x: float) -> str:
+    return "+" if x > 0 else "−" if x < 0 else "±"
+
+
+def _signed_pct(x: float | None, digits: int = 1, suffix: str = "%") -> str:
+    """``+30.0%``; a change that rounds to zero is ``±0.0%``, never ``−0.0%``."""
     if x is None:
         return "—"
-    return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.{digits}f}%"
+    r = round(x, digits)
+    return _sign(r) + f"{abs(r):.{digits}f}{suffix}"
 
 
 def value(v: float | None, unit: str) -> str:
@@ -45,6 +52,8 @@ def value(v: float | None, unit: str) -> str:
         return units.size(v)
     if unit == "pct":
         return units.pct(v)
+    if unit == "samples":
+        return f"{v:,.0f} sample{'' if round(v) == 1 else 's'}"
     return f"{v:.3g}"
 
 
@@ -55,9 +64,11 @@ def delta_text(d: Mapping[str, Any]) -> str:
     if d["unit"] == "ns":
         return _signed_duration(x)
     if d["unit"] == "bytes":
-        return ("+" if x > 0 else "−" if x < 0 else "±") + units.size(abs(x))
+        return _sign(x) + units.size(abs(x))
     if d["unit"] == "pct":
-        return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.1f} pp"
+        return _signed_pct(x, 1, " pp")
+    if d["unit"] == "samples":
+        return _sign(round(x)) + value(abs(x), "samples")
     return f"{x:+.3g}"
 
 
@@ -114,9 +125,16 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
     v = d["verdict"]
     step = v.get("step")
     no_markers = v.get("no_step_markers") or []
-    if step is None:
-        out.append([("text", "No step times to compare (a run has no steps or ranges); "
-                              "see the op groups and kernel families below.")])
+    if v.get("cpu_compared"):
+        out += _cpu_sentences(d)
+    if step is None and not v.get("cpu_compared"):
+        if d.get("ops") or d.get("ops_appeared") or d.get("ops_vanished") or d.get("families"):
+            out.append([("text", "No step times to compare (a run has no steps or ranges); "
+                                  "see the op groups and kernel families below.")])
+        else:
+            out.append([("text", "No step times to compare (a run has no steps or ranges).")])
+    elif step is None:
+        pass
     elif no_markers:
         out.append([("text", _window_sentence(step, no_markers))])
         out.append(_work_sentence(v))
@@ -200,6 +218,63 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         s.append(("text", "."))
         out.append(s)
     return out
+
+
+_TOTAL_WORDS = {"ns": "all sampled thread time", "samples": "sample count"}
+_CPU_UNIT_WORDS = {"ns": "sampled time", "samples": "sample counts", "share": "shares of the sampled weight"}
+
+
+def _cpu_sentences(d: Mapping[str, Any]) -> list[list[Segment]]:
+    """Sampled CPU profiles: what was compared, the total, and the largest changes."""
+    cpu = d["cpu"]
+    total = cpu["total"]
+    head = (f"Sampled CPU profiles, compared by hot spot (function, file and line), kind and thread in "
+            f"{_CPU_UNIT_WORDS.get(cpu['unit'], cpu['unit'])}")
+    if total["baseline"] is not None and total["candidate"] is not None:
+        head += (f": {_TOTAL_WORDS.get(total['unit'], 'sample count')} {value(total['baseline'], total['unit'])} → "
+                 f"{value(total['candidate'], total['unit'])} ({_signed_pct(total['delta_pct'])})")
+    rule = f"{cpu['rule_pct']:g}"
+    if cpu.get("lengths_differ"):
+        head += "; the recordings differ in length, so the shares tell more than the times"
+    head += (f". A profile has no repeated steps: single run each, noise unknown, so a change counts from "
+             f"{rule}% ({rule} points for shares).")
+    out: list[list[Segment]] = [[("text", head)]]
+    movers = d["verdict"].get("cpu_movers") or []
+    if not movers:
+        out.append([("text", f"No hot spot, kind or thread changed by {rule}% or more ({rule} points for shares).")])
+        return out
+    s: list[Segment] = [("text", "Largest changes: ")]
+    for k, r in enumerate(movers[:3]):
+        if k:
+            s.append(("text", "; "))
+        s += _cpu_row_label(r)
+        s.append(("text", " " + _cpu_change(r)))
+    if len(movers) > 3:
+        s.append(("text", f"; and {len(movers) - 3} more (tables below)"))
+    s.append(("text", "."))
+    out.append(s)
+    return out
+
+
+def _cpu_row_label(r: Mapping[str, Any]) -> list[Segment]:
+    if r["location"]:
+        return [("text", "hot spot "), ("name", r["name"]), ("text", " ("), ("name", r["location"]), ("text", ")")]
+    if r["kind"]:
+        return [("text", f"kind {r['name']}")]  # our own kind label
+    return [("text", "thread "), ("name", r["name"])]
+
+
+def _cpu_change(r: Mapping[str, Any]) -> str:
+    """``490 ms → 330 ms (−32.7%; share 5.3% → 3.3%)``; shares alone when values do not compare."""
+    v, sh = r["value"], r["share"]
+    share = f"{value(sh['baseline'], 'pct')} → {value(sh['candidate'], 'pct')}"
+    tag = {"appeared": "new in the candidate", "vanished": "gone in the candidate"}.get(r["status"], "")
+    if v["baseline"] is None or v["candidate"] is None:
+        text = f"share {share} ({delta_text(sh)}"
+    else:
+        pct = _signed_pct(v["delta_pct"]) if v["delta_pct"] is not None else delta_text(v)
+        text = f"{value(v['baseline'], v['unit'])} → {value(v['candidate'], v['unit'])} ({pct}; share {share}"
+    return text + (f", {tag})" if tag else ")")
 
 
 def _window_sentence(step: Mapping[str, Any], no_markers: Sequence[str]) -> str:
@@ -312,6 +387,8 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
         ["GPU", ", ".join(code(g) for g in b["gpus"]) or "none", ", ".join(code(g) for g in c["gpus"]) or "none"],
         ["recorded", _when(b["recorded_at_epoch_ns"]), _when(c["recorded_at_epoch_ns"])],
     ]
+    if b.get("cpu_unit") or c.get("cpu_unit"):
+        rows.append(["sampled CPU profile", _sampled(b), _sampled(c)])
     L += _table(["", "baseline", "candidate"], ["l", "l", "l"], rows) + [""]
     if d.get("callouts"):
         crow = [[c_["topic"], c_["what"]] + ([c_["baseline"], c_["candidate"]] if c_["topic"] == "workload"
@@ -320,7 +397,19 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
         L += ["Setup differences:", ""]
         L += _table(["topic", "what", "baseline", "candidate", "why it matters"], ["l"] * 5, crow) + [""]
 
-    L += ["## Stages", "", "P50 wall time over the steady-state occurrences (warm-up apart).", ""]
+    if d.get("cpu"):
+        L += _cpu_markdown(d["cpu"], top)
+    no_stages = not (d["stages"] or d.get("stages_only_baseline") or d.get("stages_only_candidate"))
+    if not (no_stages and d.get("cpu")):
+        L += _stages_markdown(d)
+    if d["ops"] or d.get("ops_appeared") or d.get("ops_vanished") or not d.get("cpu"):
+        L += _ops_markdown(d, top)
+    L += _rest_markdown(d)
+    return "\n".join(L).rstrip() + "\n"
+
+
+def _stages_markdown(d: Mapping[str, Any]) -> list[str]:
+    L = ["## Stages", "", "P50 wall time over the steady-state occurrences (warm-up apart).", ""]
     if d["stages"]:
         rows = [[code(s["name"]) + ("" if s["candidate_name"] == s["name"] else f" / {code(s['candidate_name'])}"),
                  f"{s['count_baseline']} / {s['count_candidate']}"] + _delta_cells(s["p50"]) for s in d["stages"]]
@@ -331,11 +420,14 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
         if d.get(key):
             L += [f"{words}: " + ", ".join(code(n) for n in d[key][:30])
                   + (f" and {len(d[key]) - 30} more" if len(d[key]) > 30 else "") + ".", ""]
+    return L
 
-    L += ["## Op groups", "",
-          "Matched by op name, input shapes and dtype (kernel names do not matter, so runs on different "
-          "GPU vendors pair their ops); time per steady step (mean): GPU time on GPU traces, host op time "
-          "on CPU traces. A group missing from a run counts as 0 in each of its steps.", ""]
+
+def _ops_markdown(d: Mapping[str, Any], top: int) -> list[str]:
+    L = ["## Op groups", "",
+         "Matched by op name, input shapes and dtype (kernel names do not matter, so runs on different "
+         "GPU vendors pair their ops); time per steady step (mean): GPU time on GPU traces, host op time "
+         "on CPU traces. A group missing from a run counts as 0 in each of its steps.", ""]
     ops = d["ops"]
     if ops:
         rows = [[code(o["name"], 60), code(o["shapes"], 60), code(o["dtype"]) if o["dtype"] else "—"]
@@ -362,7 +454,11 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
             total = sum(o["per_step"][side] or 0 for o in rows_[top:])
             L += ["", f"{len(rows_) - top} more ({units.duration(total)} per step) in the JSON output."]
         L += [""]
+    return L
 
+
+def _rest_markdown(d: Mapping[str, Any]) -> list[str]:
+    L: list[str] = []
     if d.get("families"):
         L += ["## Kernel families", "", "Summed kernel time per steady step (mean), by family.", ""]
         rows = [[code(f["family"]), f["status"]] + _delta_cells(f["per_step"]) for f in d["families"]]
@@ -406,7 +502,80 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
         L += ["No findings in either run.", ""]
     if d.get("notes"):
         L += ["## Notes", ""] + [f"- {n}" for n in d["notes"]] + [""]
-    return "\n".join(L).rstrip() + "\n"
+    return L
+
+
+def _cpu_label(r: Mapping[str, Any]) -> str:
+    """The value's label, else the share's (``share higher``), else within noise."""
+    if r["value"]["label"] != "within noise" and r["value"]["baseline"] is not None:
+        return r["value"]["label"]
+    if r["share"]["label"] != "within noise":
+        return "share " + r["share"]["label"]
+    return "within noise"
+
+
+def _cpu_cells(r: Mapping[str, Any]) -> list[str]:
+    v, sh = r["value"], r["share"]
+    return [r["status"], value(v["baseline"], v["unit"]), value(v["candidate"], v["unit"]), delta_text(v),
+            delta_pct_text(v), f"{value(sh['baseline'], 'pct')} → {value(sh['candidate'], 'pct')}", delta_text(sh),
+            _cpu_label(r)]
+
+
+_CPU_HEAD = ["in", "baseline", "candidate", "Δ", "Δ%", "share", "Δ share", "label"]
+_CPU_ALIGN = ["l", "r", "r", "r", "r", "r", "r", "l"]
+
+
+def _cpu_markdown(cpu: Mapping[str, Any], top: int) -> list[str]:
+    rule = f"{cpu['rule_pct']:g}"
+    L = ["## CPU profile", "",
+         f"Compared in {cpu['basis']}. Share = of all sampled thread time. A sampled profile has no repeated "
+         f"steps, so every figure is one value per run (single run, noise unknown) and a change counts from "
+         f"{rule}% ({rule} percentage points for shares).", ""]
+    t = cpu["total"]
+    if t["baseline"] is not None and t["candidate"] is not None:
+        L += [f"{_TOTAL_WORDS.get(t['unit'], 'sample count').capitalize()}: {value(t['baseline'], t['unit'])} → "
+              f"{value(t['candidate'], t['unit'])} "
+              f"({delta_text(t)}, {_signed_pct(t['delta_pct'])}).", ""]
+    hot = cpu["hot_spots"]
+    L += ["### Hot spots (self time)", "", "Matched by function, file and line.", ""]
+    if hot:
+        rows = [[code(r["name"], 60), code(r["location"], 80) if r["location"] else "—", code(r["kind"]) if r["kind"] else "—"]
+                + _cpu_cells(r) for r in hot[:top]]
+        L += _table(["function", "location", "kind"] + _CPU_HEAD, ["l", "l", "l"] + _CPU_ALIGN, rows)
+        if len(hot) > top:
+            L += ["", f"{len(hot) - top} more hot spots in the JSON output (`--format json`)."]
+        L += [""]
+    else:
+        L += ["No hot spots in either profile.", ""]
+    if cpu["kinds"]:
+        L += ["### Kinds", "", "What the sampled lines do (Python compute, lock wait, sleep, I/O, ...).", ""]
+        rows = [[r["name"]] + _cpu_cells(r) for r in cpu["kinds"]]
+        L += _table(["kind"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows) + [""]
+    if cpu["threads"]:
+        L += ["### Threads", "", "Matched by thread name (ids change from run to run); unnamed threads by role, "
+              "same names in order of time.", ""]
+        rows = [[code(r["name"], 60)] + _cpu_cells(r) for r in cpu["threads"][:top]]
+        L += _table(["thread"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows)
+        if len(cpu["threads"]) > top:
+            L += ["", f"{len(cpu['threads']) - top} more threads in the JSON output."]
+        L += [""]
+    if cpu.get("notes"):
+        L += [f"- {n}" for n in cpu["notes"]] + [""]
+    return L
+
+
+def _sampled(info: Mapping[str, Any]) -> str:
+    unit = info.get("cpu_unit")
+    if not unit:
+        return "—"
+    n, total, interval = info.get("cpu_samples"), info.get("cpu_total_ns"), info.get("cpu_interval_ns")
+    if total is not None and n is not None and interval:
+        return f"{units.duration(total)} ({n:,} samples every {units.duration(interval)})"
+    if total is not None:
+        return units.duration(total)
+    if n is not None:
+        return f"{n:,} samples (interval not recorded)"
+    return "weights that are not time"
 
 
 def render_json(d: Mapping[str, Any]) -> str:
