@@ -32,7 +32,7 @@ def size(nbytes: float | None) -> str:
     if not _finite(nbytes):
         return "—"
     assert nbytes is not None
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.3g} {unit}"
     return f"{nbytes:.0f} B"
@@ -71,8 +71,8 @@ def pct(x: float | None, digits: int = 1) -> str:
 
 
 def ratio(x: float | None) -> str:
-    """Arithmetic intensity and the like (FLOP/byte)."""
+    """Arithmetic intensity and the like (FLOP/byte): 3 significant digits, no exponent."""
     if not _finite(x):
         return "—"
     assert x is not None
-    return f"{x:.3g}"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"

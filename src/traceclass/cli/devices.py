@@ -15,7 +15,10 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _rate(x: float) -> str:
-    return f"{x / 1e12:.3g} T" if x >= 1e12 else f"{x / 1e9:.3g} G"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9)):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix}"
+    return f"{x:.3g} "
 
 
 def run(args: argparse.Namespace) -> int:

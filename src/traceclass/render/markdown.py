@@ -39,13 +39,16 @@ def render(report: Report, top_n: int = 15) -> str:
         parts.append(_timeline(report))
     if report.kernels:
         parts.append(_kernels(report, top_n))
+    if getattr(report, "memory", ()):
+        parts.append(_memory(report))
     if report.cpu_profile is not None:
         parts.append(_cpu(report, top_n))
     if report.devices or any(o.flops is not None for o in report.ops):
         parts.append(_hardware(report))
     if report.notes or report.rule_errors:
         parts.append(_notes(report))
-    parts.append(_definitions(report))
+    if report.devices or report.ops:
+        parts.append(_definitions(report))
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
@@ -71,26 +74,30 @@ def _verdict(r: Report) -> str:
 
 
 def _findings(r: Report) -> str:
-    rows = [
-        (
-            f.code,
-            text(f.name, 40),
-            f.severity,
-            units.duration(f.recoverable_ns),
-            text(f.message, 240),
-        )
-        for f in r.findings
-    ]
+    main = [f for f in r.findings if f.severity != "info"]
+    info = [f for f in r.findings if f.severity == "info"]
+
+    def rows(fs: list[Finding]) -> list[tuple[str, ...]]:
+        return [(f.code, text(f.name, 40), f.severity, units.duration(f.recoverable_ns), text(f.message, 240))
+                for f in fs]
+
     out = [
         "## Findings",
         "",
         "Sorted by recoverable time (what fixing the finding would save, estimated as stated per "
         "finding). `traceclass explain CODE` documents each rule.",
-        "",
-        table(["code", "rule", "severity", "recoverable", "what was measured"], rows, "lllrl"),
     ]
-    for f in r.findings:
+    if main:
+        out += ["", table(["code", "rule", "severity", "recoverable", "what was measured"], rows(main), "lllrl")]
+    else:
+        out += ["", "No finding with recoverable time."]
+    for f in main:
         out += ["", finding_details(f)]
+    if info:
+        out += ["", f"<details><summary>{len(info)} informational finding{'s' if len(info) != 1 else ''} "
+                "(measured, nothing claimed as recoverable)</summary>", "",
+                table(["code", "rule", "severity", "recoverable", "what was measured"], rows(info), "lllrl"),
+                "", "</details>"]
     return "\n".join(out)
 
 
@@ -238,6 +245,15 @@ def _timeline(r: Report) -> str:
            "whole µs first).",
            "", table(headers, rows, "lrrrrrrrrrrr")]
     for d in r.devices:
+        bits = []
+        if d.comm_overlap_pct is not None:
+            bits.append(f"{units.pct(d.comm_overlap_pct)} of its communication time overlapped compute")
+        if d.launches:
+            bits.append(f"{d.launches} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
+                        f"P90 {units.duration(d.launch_delay_p90_ns)}, max {units.duration(d.launch_delay_max_ns)}; "
+                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call")
+        if bits:
+            out.append(f"\nDevice {d.device}: " + "; ".join(bits) + ".")
         if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:
             out.append(
                 f"\nDevice {d.device}: over the whole profiler window ({units.duration(d.profiler_window_ns)}) "
@@ -264,6 +280,17 @@ def _kernels(r: Report, top_n: int) -> str:
     ])
 
 
+def _memory(r: Report) -> str:
+    rows = []
+    for m in r.memory:
+        where = "host" if m.device_type == "cpu" else f"GPU {m.device}"
+        rows.append([where, units.size(m.peak_allocated_bytes), units.size(m.peak_reserved_bytes), str(m.events)])
+    return "\n".join(["## Memory", "",
+                      "Allocator peaks from the profiler's memory events (`profile_memory=True`): the most "
+                      "memory held by tensors at once (allocated) and by the caching allocator (reserved).",
+                      "", table(["where", "peak allocated", "peak reserved", "events"], rows, "lrrr")])
+
+
 def _cpu(r: Report, top_n: int) -> str:
     try:
         from traceclass.render.cpu_markdown import cpu_profile_markdown
@@ -277,7 +304,9 @@ def _hardware(r: Report) -> str:
     for h in r.hardware:
         if h.device < 0 and r.ops_time_basis == "gpu":
             continue
-        peaks = ", ".join(f"{k} {units.flop_rate(v)}" for k, v in list(h.peaks_flops_per_s.items())[:6])
+        used = {f"{o.unit}_{o.precision}" for o in r.ops if o.precision and o.unit and o.device == h.device}
+        ordered = sorted(h.peaks_flops_per_s.items(), key=lambda kv: (kv[0] not in used, -kv[1]))
+        peaks = ", ".join(f"{k} {units.flop_rate(v)}" + (" (used)" if k in used else "") for k, v in ordered[:6])
         rows.append([
             "host CPU" if h.device < 0 else str(h.device), code(h.reported_name, 50) if h.reported_name else "—",
             code(h.spec, 40) if h.spec else "unknown", text(h.how, 80),
@@ -289,7 +318,7 @@ def _hardware(r: Report) -> str:
             continue
         notes += [f"- {code(h.spec or h.reported_name, 40)}: {text(n, 400)}" for n in h.notes]
     out = ["## Hardware", "",
-           "Roofs are dense datasheet peaks (`traceclass devices` lists them with sources).",
+           "Roofs are dense datasheet peaks; `traceclass devices NAME` lists every figure with its source.",
            "", table(["device", "reported as", "spec used", "how", "memory bandwidth", "peaks"], rows, "lllrrl")]
     if notes:
         out += [""] + notes

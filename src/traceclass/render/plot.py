@@ -14,6 +14,7 @@ _COLORS = {
     "compute-bound": "#d62728",
     "memory-bound": "#1f77b4",
     "latency-bound": "#7f7f7f",
+    "unclassified": "#2ca02c",
 }
 
 
@@ -53,10 +54,17 @@ def roofline_png(report: Report, max_points: int = 60) -> bytes:
     for o in pts:
         size = 20 + 600 * math.sqrt(o.total_ns / total)
         ax.scatter([o.intensity], [o.achieved_flops_per_s], s=size, alpha=0.6,
-                   color=_COLORS.get(o.bound, "#2ca02c"), edgecolors="black", linewidths=0.5)
-    for o in pts[:8]:
+                   color=_COLORS.get(o.bound, _COLORS["unclassified"]), edgecolors="black", linewidths=0.5)
+    seen: set[str] = set()
+    for k, o in enumerate(pts[:8]):
+        if o.name in seen:  # one label per op name; offsets alternate so neighbours do not overlap
+            continue
+        seen.add(o.name)
         ax.annotate(o.name[:28], (o.intensity, o.achieved_flops_per_s), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+                    xytext=(4, 4 if k % 2 == 0 else -10), textcoords="offset points")
+    if not drawn:
+        ax.text(0.02, 0.02, "no roof: the device is not in the hardware table (pass --device NAME)",
+                transform=ax.transAxes, fontsize=8, va="bottom")
     for label, color in _COLORS.items():
         ax.scatter([], [], color=color, label=label, s=40)
     ax.set_xlim(lo, hi)

@@ -593,10 +593,10 @@ def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
         if idx < 0:
             continue
         if rd.spec is None:
-            label = rd.reported_name or f"device {idx}"
+            label = f" ({rd.reported_name})" if rd.reported_name else ""
             notes.append(
-                f"device {idx} ({label}) is not in the hardware table or its name is ambiguous: "
-                "roofline labels for its work are omitted (pass --device NAME; `traceclass devices` "
+                f"device {idx}{label} is not in the hardware table or its name is ambiguous: "
+                "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
     if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
