@@ -10,10 +10,16 @@ with a stack that is not a lock, sleep or I/O wait (kinds from
 sides (TC505 reports them), so a short run's imports do not hide the loop's hot line. A
 sample whose innermost frame waits (a queue read under the DataLoader) is not on-CPU either.
 
-Compute kinds count as hot spots: Python compute, native/extension compute, allocation and
-copying, garbage collection; and on threads that are not critical (DataLoader workers,
-writer threads) also data loading and serialization, which TC504/TC506 report only on the
-critical threads. Waits are TC502/TC503. Each finding is one line (``function (file:line)``), with the threads where it
+Compute kinds count as hot spots: Python compute, native/extension compute, native/other code
+(frames that are not Python), allocation and copying, garbage collection; and on threads that
+are not critical (DataLoader workers, writer threads) also data loading and serialization,
+which TC504/TC506 report only on the critical threads. Waits are TC502/TC503.
+
+Lines without source. A Python line whose text was not found (kind ``unverified``: blocked or
+computing) is neither on-CPU nor waiting; a thread with such time is measured against its
+on-CPU time *plus* that time, and a finding at such a line says "time at this line, on-CPU or
+blocked" and asks for ``--source-root``, never "on-CPU time". Lines the profile shows to be
+waits (``blocked``, see :mod:`traceclass.analysis.cpu_profile`) are not hot spots. Each finding is one line (``function (file:line)``), with the threads where it
 dominates and, when the line is library code (``torch/nn/modules/linear.py``), the line of
 the program that calls it.
 
@@ -68,7 +74,8 @@ parallel with the critical thread and lengthen the run only through the waits th
 Severity: that time against the run's length (the critical thread's sampled
 time, see :mod:`traceclass.analysis.cpu_sites`), with the usual 10 % / 3 % steps; at most
 medium for a Python line whose text was not found (or ``py-spy --function`` def lines): it
-may be a wait inside a C call, not compute.
+may be a wait inside a C call, not compute, and off the critical thread it counts no
+recoverable time (a wait there costs the run nothing directly).
 """
 
 from __future__ import annotations
@@ -85,12 +92,12 @@ RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family="cpu",
                 summary="one source line holds a large share of a thread's on-CPU time (sampled profiles)",
                 needs=("samples",))
 
-KINDS = ("python", "native", "alloc", "gc")
+KINDS = ("python", "native", "alloc", "gc", "other", "unverified")
 GIL_KINDS = ("python", "gc")
 OFF_CRITICAL_KINDS = ("data", "serialization")
-LABELS = {"code": "compute (a frame without a Python file)"}
-UNVERIFIED = (" (line text not found, or only def lines recorded: a line blocked in a C call such as "
-              "time.sleep, lock.acquire or sock.recv looks the same; run traceclass where the sources are)")
+UNVERIFIED = "time at this line, on-CPU or blocked (the source was not found: pass --source-root DIR)"
+UNVERIFIED_WHY = ("without its text (or with only def lines recorded) a line blocked in a C call such as time.sleep, "
+                  "lock.acquire or sock.recv looks the same as one that computes")
 FIXES = {
     "python": "Pure-Python work: vectorise it (numpy/torch over whole arrays), compile it (torch.compile, numba, "
               "Cython), cache results or call it less often; with the GIL it also stalls every other Python thread.",
@@ -99,8 +106,11 @@ FIXES = {
               "DataLoader workers oversubscribe), and record py-spy --native to see the C/C++ functions.",
     "alloc": "Allocation and copying: preallocate and reuse buffers, use in-place ops, avoid per-item "
              ".tolist()/.numpy()/.clone()/deepcopy.",
-    "code": "Make this function cheaper or call it less often; a profiler for its language (perf, py-spy --native "
-            "for extensions) shows what it does inside.",
+    "other": "Make this function cheaper or call it less often; a profiler for its language (perf, py-spy --native "
+             "for extensions) shows what it does inside.",
+    "unverified": "Find out what the line does first: pass --source-root DIR (where the program's files are) to "
+                  "traceclass analyze, or record with traceclass record where they are. If it computes, vectorise or "
+                  "compile it; if it waits (sleep, lock, socket), TC502/TC503 report it with the source.",
     "data": "Per-item cost of the input pipeline (here off the critical thread, e.g. in a DataLoader worker): "
             "faster decoding (Pillow-SIMD, torchvision.io.decode_jpeg on the GPU, DALI), cheaper transforms, "
             "pre-processed or cached data; more workers only help while cores are free.",
@@ -122,7 +132,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if len(rows) == 0:
         return
     n_g = len(cs.groups)
-    base = np.array([g.steady_on_cpu for g in cs.groups], dtype=np.int64)
+    base = np.array([_base(g) for g in cs.groups], dtype=np.int64)
     pair = cs.leaf[rows] * n_g + cs.group[rows]
     t = cpus.tally(pair, cs.value[rows], cs.count[rows])
     hits: dict[int, list[tuple[int, int, int, float]]] = {}
@@ -135,31 +145,44 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         yield _finding(cs, th, rows, f, per_group)
 
 
+def _base(g: cpus.Group) -> int:
+    """What a line's share is of: the thread's on-CPU time after start-up, plus its time at
+    lines without source (they may be on-CPU)."""
+    return g.steady_on_cpu + g.steady_unverified
+
+
+def _scope(g: cpus.Group) -> str:
+    return "on-CPU time" if not g.steady_unverified else "time on-CPU or at lines without source"
+
+
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
              per_group: list[tuple[int, int, int, float]]) -> Finding:
     groups = [g for g, _, _, _ in per_group]
     mine = rows[(cs.leaf[rows] == f) & np.isin(cs.group[rows], groups)]
     value = int(cs.value[mine].sum())
     kind = _kind(cs, mine)
-    if kind == "python" and not _python_file(cs.file(f)):
-        kind = "code"  # no pattern matched and not a Python file: compute of unknown language
     run = cpus.run_value(cs, mine)
     g0, v0, _, s0 = per_group[0]
+    grp0 = cs.groups[g0]
     where = cs.frame_label(f)
     caller = _caller(cs, mine, f)
     others = len(per_group) - 1
-    unverified = kind == "python" and not cs.verified(f)
-    base0 = cs.groups[g0].steady_on_cpu
-    message = (f"{where} holds {s0:.0f}% of the on-CPU time after start-up on {cs.groups[g0].phrase} "
-               f"({cs.amount(v0)} of {cs.amount(base0)}; threshold {th['min_self_pct']:g}%)"
-               + (f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else "")
-               + f": {LABELS.get(kind) or label(kind)}" + (f", called from {caller}" if caller else "")
-               + (UNVERIFIED if unverified else "") + cpus.timed_note(cs))
+    unverified = kind == "unverified"
+    more = f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else ""
+    amounts = f"({cs.amount(v0)} of {cs.amount(_base(grp0))}; threshold {th['min_self_pct']:g}%)"
+    if unverified:
+        message = (f"{where}: {UNVERIFIED}, {s0:.0f}% of the {_scope(grp0)} after start-up on {grp0.phrase} "
+                   f"{amounts}{more}" + (f", called from {caller}" if caller else "") + f"; {UNVERIFIED_WHY}")
+    else:
+        message = (f"{where} holds {s0:.0f}% of the {_scope(grp0)} after start-up on {grp0.phrase} {amounts}{more}"
+                   f": {label(kind)}" + (f", called from {caller}" if caller else ""))
+    message += cpus.timed_note(cs)
     evidence = [
-        Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its on-CPU time after start-up",
+        Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its {_scope(cs.groups[g])} after start-up",
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
                  values={"self_pct": round(share, 2), "self_value": v, "thread_on_cpu_value":
-                         cs.groups[g].steady_on_cpu, "critical_thread": cs.groups[g].critical})
+                         cs.groups[g].steady_on_cpu, "thread_unverified_value": cs.groups[g].steady_unverified,
+                         "critical_thread": cs.groups[g].critical})
         for g, v, _, share in per_group[:20]
     ]
     for cf, cv, cc in _callers(cs, mine, f):
@@ -169,7 +192,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     # off the critical thread a line delays the run only while it holds the GIL (Python, GC) of
     # the critical thread's process; a multiprocessing worker has its own GIL
     # (a Python line whose text is unknown may be a wait in C that released the GIL)
-    gil = kind in GIL_KINDS and not unverified
+    gil = kind in GIL_KINDS
     counted = sum(v for g, v, _, _ in per_group
                   if cs.groups[g].critical or (gil and not cs.groups[g].worker_process))
     ns = cs.ns(value)
@@ -179,8 +202,10 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         recoverable_ns=rec_ns or 0,
         estimate=("upper bound: the line's self time on the critical threads where it dominates, and on other "
                   "threads when it holds the GIL (Python compute, GC: no other Python thread of the process runs "
-                  "meanwhile); how much a faster implementation saves cannot be read from samples. Time: "
-                  + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")
+                  "meanwhile); how much a faster implementation saves cannot be read from samples"
+                  + ("; the line may be a wait (its source was not found): then waiting less recovers it, not faster code"
+                     if unverified else "")
+                  + ". Time: " + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")
                   + f"; severity against the run's length ({cs.amount(run)} on the critical thread)"),
         fix=FIXES[kind], location=where, evidence=tuple(evidence),
         values={"function": cs.function(f), "file": cs.file(f), "line": cs.line(f), "kind": kind,
@@ -190,10 +215,6 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
                 "caller": caller, "source_verified": not unverified, "threshold_pct": th["min_self_pct"],
                 "time_basis": cs.time_basis},
     )
-
-
-def _python_file(path: str) -> bool:
-    return path.endswith((".py", ".pyw", ".pyx")) or path.startswith("<")
 
 
 def _cap(severity: str, unverified: bool) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import corpus
 from traceclass.analysis.cpu_profile import CpuProfile, profile_samples
-from traceclass.analysis.frame_kinds import KIND_CODES, KINDS, RULES, WAITING, Classifier
+from traceclass.analysis.frame_kinds import DEFAULT_KINDS, KIND_CODES, KINDS, RULES, WAITING, Classifier
 from traceclass.ingest import load
 from traceclass.ingest.sourcelines import attach_source_lines
 from traceclass.model import (
@@ -95,16 +95,177 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     tr = load(corpus("pyspy", "cpu_lock.idle.speedscope.json"))
     assert "source_lines" not in tr.meta
     prof = profile_samples(tr)
-    assert _thread(prof, "lock-waiter").dominant_kind == "python"
-    # ... and the report says how much of the time that uncertainty covers
-    assert prof.unverified_pct > 95
-    assert "source file was not found" in cpu_profile_markdown(prof)
+    # MainThread: fib's lines are "blocked or computing", never Python compute
+    main = _thread(prof, "MainThread")
+    assert main.dominant_kind == "unverified" and main.samples == 333
+    assert _kinds(main) == pytest.approx({"unverified": 100 * 330 / 333, "lock": 100 * 2 / 333, "none": 100 / 333})
+    assert main.running_pct == 0.0 and main.unverified_pct == pytest.approx(100 * 330 / 333)
+    # lock-waiter: one line for all its 330 samples, sampled as often as the others -> likely blocked
+    # sleeper-io: its name says it waits -> its lines without source are likely blocked
+    assert _thread(prof, "lock-waiter").dominant_kind == "blocked"
+    assert _thread(prof, "lock-waiter").waiting_pct == 100.0
+    assert _thread(prof, "sleeper-io").dominant_kind == "blocked"
+    assert prof.blocked_evidence == (
+        ("lock-waiter (tid 13905)", "/workspace/cpu_lock.py:19",
+         "one line holds 100% of its samples after start-up (330 samples) while it was sampled about as often "
+         "as the busiest thread, and calls no Python function"),
+        ("sleeper-io (tid 13906)", "", "the thread's name has 'io', 'sleeper'"),
+    )
+    assert "python" not in {k.kind for k in prof.kinds}
+    assert prof.unverified_pct == pytest.approx(100 * 330 / 995)
+    assert prof.blocked_pct == pytest.approx(100 * 658 / 995)
+    assert prof.running_pct == 0.0
+    # an inferred wait is no evidence of idle sampling (that inference assumes it)
+    assert prof.includes_idle is None and prof.includes_idle_basis == "unknown"
+    assert prof.verdict() == (
+        "CPU profile, of sampled thread time: 67% waiting (66% likely blocked (inferred, source unavailable)), "
+        "33% blocked or computing at Python lines without source (pass --source-root).")
+    # ... and the report says how much of the time that uncertainty covers, and why
+    md = cpu_profile_markdown(prof)
+    assert "- Running 0.0%, waiting 66.7%, blocked or computing 33.2% (" in md
+    assert "33.2% of the time is at Python lines whose source file was not found" in md
+    assert "Pass `--source-root DIR`" in md
+    assert ("- Likely blocked (66.1%, a guess from the profile, not from the source): `lock-waiter (tid 13905)`: "
+            "`/workspace/cpu_lock.py:19`, one line holds 100%") in md
+    assert "| blocked or computing (source unavailable) | 3.3 s | 33.2% |" in md
+    assert "| `MainThread (tid 13903)` | 333 | 3.33 s | 33.5% | 0.0% | 0.6% | 99.1% | blocked or computing" in md
     with_source = profile_samples(_load("cpu_lock.idle.speedscope.json"))
-    assert with_source.unverified_pct < 1
+    assert with_source.unverified_pct == 0 and with_source.blocked_evidence == ()
     assert "source file was not found" not in cpu_profile_markdown(with_source)
     # stdlib frames are still recognized by name
     joins = [h for h in prof.hot_spots if h.function == "Thread._wait_for_tstate_lock"]
     assert joins and joins[0].kind == "lock"
+
+
+def test_sleep_io_without_source_is_not_compute():
+    """The reviewer's case: a sleeping, reading program read without its source."""
+    prof = profile_samples(load(corpus("pyspy", "sleep_io.idle.raw.txt")))
+    assert [(k.kind, k.value) for k in prof.kinds] == [("unverified", 275), ("import", 1)]
+    assert prof.blocked_evidence == ()  # one thread (no roots): nothing tells its lines apart
+    assert prof.verdict() == ("CPU profile, of sampled thread time: 100% blocked or computing at Python lines "
+                              "without source (pass --source-root); no line is known to be on-CPU.")
+    with_source = profile_samples(_load("sleep_io.idle.raw.txt"))
+    assert with_source.verdict() == "CPU profile, of sampled thread time: 100% waiting (58% sleep, 41% file or socket I/O)."
+
+
+def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
+    prof = profile_samples(_load("cpu_lock.idle.speedscope.json"))
+    # the largest hot spot is the lock-waiter's line, a wait
+    assert (prof.hot_spots[0].function, prof.hot_spots[0].kind) == ("waiter", "lock")
+    assert prof.hottest_running().function == "fib"
+    assert prof.verdict() == (
+        "CPU profile, of sampled thread time: 33% running (33% Python compute), 67% waiting (33% lock or condition "
+        "wait, 20% sleep, 13% file or socket I/O); the hottest on-CPU line is `fib` (`/workspace/cpu_lock.py:8`) "
+        "with 26%.")
+    assert prof.verdict(lambda s: s).endswith("the hottest on-CPU line is fib (/workspace/cpu_lock.py:8) with 26%.")
+
+
+def test_def_lines_count_as_unknown_only_when_they_are_all_a_function_shows():
+    # py-spy --function: each function at its def line, which hides the line that waits
+    fn = profile_samples(_load("cpu_lock.function.raw.txt"))
+    assert {(h.function, h.line): h.kind for h in fn.hot_spots}[("fib", 7)] == "unverified"
+    # a plain recording samples fib at line 7 now and then too: the call's start, compute
+    plain = profile_samples(_load("cpu_lock.default.raw.txt"))
+    assert {(h.function, h.line): h.kind for h in plain.hot_spots}[("fib", 7)] == "python"
+    assert plain.unverified_pct == 0
+
+
+def _profile_json(threads: dict[str, list[tuple[list[tuple[str, str, int]], int]]], rate: int = 100) -> dict:
+    frames: list[dict] = []
+    index: dict[tuple, int] = {}
+    profiles = []
+    for name, stacks in threads.items():
+        samples = []
+        for stack, n in stacks:
+            ids = []
+            for f in stack:
+                if f not in index:
+                    index[f] = len(frames)
+                    frames.append({"name": f[0], "file": f[1], "line": f[2], "col": None})
+                ids.append(index[f])
+            samples += [ids] * n
+        profiles.append({"type": "sampled", "name": name, "unit": "seconds", "startValue": 0.0,
+                         "endValue": len(samples) / rate, "samples": samples, "weights": [1 / rate] * len(samples)})
+    return {"$schema": "https://www.speedscope.app/file-format-schema.json", "profiles": profiles,
+            "shared": {"frames": frames}, "exporter": "py-spy@0.4.3"}
+
+
+ROOT = ("<module>", "/gone/app.py", 30)
+RUN = ("Thread.run", "/usr/lib/python3.11/threading.py", 982)
+
+
+@pytest.mark.parametrize(
+    "worker, stacks, kind",
+    [
+        # one line for all of a helper thread's 150 samples, never calling Python: likely blocked
+        ('Thread 2 "worker"', [([RUN, ("work", "/gone/app.py", 5)], 150)], "blocked"),
+        # ... but not below 95% of its samples
+        ('Thread 2 "worker"', [([RUN, ("work", "/gone/app.py", 5)], 140), ([RUN, ("work", "/gone/app.py", 6)], 10)],
+         "unverified"),
+        # ... nor under 100 samples (1 s at 100 Hz)
+        ('Thread 2 "worker"', [([RUN, ("work", "/gone/app.py", 5)], 99)], "unverified"),
+        # ... nor a generator expression, which runs Python
+        ('Thread 2 "worker"', [([RUN, ("work.<locals>.<genexpr>", "/gone/app.py", 5)], 150)], "unverified"),
+        # ... nor a line that calls Python functions elsewhere in the profile
+        ('Thread 2 "worker"', [([RUN, ("work", "/gone/app.py", 5)], 148),
+                               ([RUN, ("work", "/gone/app.py", 5), ("f", "/gone/app.py", 9)], 2)], "unverified"),
+        # ... nor the main thread (tid = pid)
+        ('Process 2 Thread 2 "worker"', [([RUN, ("work", "/gone/app.py", 5)], 150)], "unverified"),
+        # a thread named for waiting: its lines without source are likely blocked
+        ('Thread 2 "upload-io"', [([RUN, ("work", "/gone/app.py", 5)], 40), ([RUN, ("work", "/gone/app.py", 6)], 40)],
+         "blocked"),
+        # "iox" is not "io"
+        ('Thread 2 "iox"', [([RUN, ("work", "/gone/app.py", 5)], 40), ([RUN, ("work", "/gone/app.py", 6)], 40)],
+         "unverified"),
+    ],
+)
+def test_blocked_inference(tmp_path, worker, stacks, kind):
+    main = [([ROOT, ("loop", "/gone/app.py", 12)], 100), ([ROOT, ("loop", "/gone/app.py", 13)], 100)]
+    p = tmp_path / "p.speedscope.json"
+    p.write_text(json.dumps(_profile_json({'Thread 1 "MainThread"': main, worker: stacks})))
+    prof = profile_samples(load(p))
+    w = next(t for t in prof.threads if t.name in ("worker", "upload-io", "iox"))
+    assert _kinds(w)[kind] == 100.0
+    assert _thread(prof, "MainThread").dominant_kind == "unverified"
+    assert bool(prof.blocked_evidence) == (kind == "blocked")
+
+
+def test_blocked_needs_a_thread_sampled_about_as_often_as_the_busiest(tmp_path):
+    main = [([ROOT, ("loop", "/gone/app.py", 12)], 400)]
+    p = tmp_path / "p.speedscope.json"
+    p.write_text(json.dumps(_profile_json({'Thread 1 "MainThread"': main,
+                                           'Thread 2 "worker"': [([RUN, ("work", "/gone/app.py", 5)], 199)]})))
+    assert _kinds(_thread(profile_samples(load(p)), "worker")) == {"unverified": 100.0}  # 199 < 0.5 x 400
+    p.write_text(json.dumps(_profile_json({'Thread 1 "MainThread"': main,
+                                           'Thread 2 "worker"': [([RUN, ("work", "/gone/app.py", 5)], 200)]})))
+    assert _kinds(_thread(profile_samples(load(p)), "worker")) == {"blocked": 100.0}
+
+
+@pytest.mark.parametrize("flag, basis", [("gil_only", "gil"), ("includes_idle", "no-idle")])
+def test_gil_or_on_cpu_recording_makes_lines_without_source_compute(flag, basis):
+    import dataclasses
+
+    tr = load(corpus("pyspy", "cpu_lock.idle.speedscope.json"))
+    value = True if flag == "gil_only" else False
+    tr = tr.replace(sampling=dataclasses.replace(tr.sampling, **{flag: value}))
+    prof = profile_samples(tr)
+    assert prof.unverified_basis == basis and prof.unverified_pct == 0 and prof.blocked_evidence == ()
+    assert _thread(prof, "lock-waiter").dominant_kind == "python"
+    md = cpu_profile_markdown(prof)
+    assert "so lines without source count as Python compute." in md
+    if flag == "gil_only":
+        assert "- GIL-only profile: only samples of threads holding the GIL were recorded" in md
+        assert prof.verdict().endswith(" GIL-only profile (py-spy --gil): threads not holding the GIL were not sampled.")
+
+
+def test_frames_that_are_not_python_are_native_or_other():
+    prof = profile_samples(load(corpus("speedscope", "stackcollapse", "perf-vertx-stacks-01-collapsed-all.txt")))
+    assert [(k.kind, k.value) for k in prof.kinds] == [("native", 261), ("other", 21), ("io", 3)]
+    assert {h.function: h.kind for h in prof.hot_spots}["SpinPause"] == "other"
+    assert prof.verdict() == (
+        "CPU profile, of sampled thread time: 99% running (92% native/extension compute, 7% native/other code "
+        "(not Python)), 1% waiting (1% file or socket I/O); the hottest on-CPU line is `hypercall_page_[k]` with 8%.")
+    assert "Python compute" not in cpu_profile_markdown(prof)
 
 
 def test_torch_training_kinds():
@@ -191,7 +352,12 @@ MAIN = ("<module>", "train.py", 1)
         ([MAIN, ("Image.open", "PIL/Image.py", 3200), ("_open", "PIL/PngImagePlugin.py", 700)], None, "data"),
         ([MAIN, ("deepcopy", "copy.py", 128)], None, "alloc"),
         ([MAIN, ("Thread._wait_for_tstate_lock", "/usr/lib/python3.11/threading.py", 1139)], None, "lock"),
-        ([MAIN, ("loop", "app.py", 4)], None, "python"),
+        ([MAIN, ("loop", "app.py", 4)], None, "unverified"),
+        ([MAIN, ("loop", "app.py", 4)], {("loop", "app.py", 4): "x = step(x)"}, "python"),
+        ([MAIN, ("loop", "app.py", 4)], {("loop", "app.py", 4): "def loop(x):"}, "unverified"),
+        ([MAIN, ("loop", "<string>", 4)], None, "unverified"),
+        ([MAIN, ("SpinPause", "", None)], None, "other"),
+        ([MAIN, ("Interpreter", "Main.java", 12)], None, "other"),
     ],
 )
 def test_kind_of_a_stack(stack, source, kind):
@@ -206,8 +372,9 @@ def test_rule_table_is_consistent():
     for rule in RULES:
         assert rule.kind in KINDS and rule.scope in ("leaf", "stack") and rule.field in ("function", "file", "source")
         re.compile(rule.pattern)
-    # every kind but the default can be reached by some rule
-    assert {r.kind for r in RULES} == set(KINDS) - {"python"}
+    # every kind but the defaults and the inferred wait can be reached by some rule
+    assert {r.kind for r in RULES} == set(KINDS) - DEFAULT_KINDS
+    assert DEFAULT_KINDS == {"python", "other", "unverified", "blocked"}
     c = Classifier()
     assert c.frame("loop", "app.py", "") == (-1, -1)
 
@@ -394,7 +561,7 @@ def test_markdown_and_json_of_a_corpus_profile():
     assert set(d["threads"][0]) >= {"time_ns", "share_pct", "running_pct", "waiting_pct", "samples"}
     for f in d["hot_spots"]:
         assert f["self_pct"] <= 100 and f["kind"] in KINDS
-    assert prof.verdict().startswith("CPU profile: ")
+    assert prof.verdict().startswith("CPU profile, of sampled thread time: ")
     raw = profile_samples(_load("cpu_lock.default.raw.txt"))
     d = cpu_profile_json(raw)
     assert d["unit"] == "samples" and d["hot_spots"][0]["self_samples"] == raw.hot_spots[0].self_value

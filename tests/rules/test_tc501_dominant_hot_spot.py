@@ -63,8 +63,46 @@ def test_library_hot_line_names_the_calling_line(tmp_path):
 def test_line_without_source_text_is_flagged_as_unverified(tmp_path):
     t = collapsed(tmp_path, [(f"{MAIN};loop (gone.py:12)", 80), (f"{MAIN};loop (gone.py:13)", 20)])
     (f,) = findings_for(t, "TC501")
-    assert f.values["source_verified"] is False and f.severity == "medium"
-    assert "line text not found" in f.message
+    assert f.values["source_verified"] is False and f.values["kind"] == "unverified" and f.severity == "medium"
+    assert f.message.startswith(
+        "loop (gone.py:12): time at this line, on-CPU or blocked (the source was not found: pass --source-root DIR), "
+        "80% of the time on-CPU or at lines without source after start-up on thread MainThread (tid 100) "
+        "(800 ms (80 samples) of 1 s (100 samples); threshold 30%)")
+    assert "on-CPU time" not in f.message
+    assert f.recoverable_ns == 800_000_000  # on the critical thread: time either way
+    assert "waiting less recovers it" in f.estimate and "--source-root" in f.fix
+    assert f.evidence[0].what == "MainThread (tid 100): 80.0% of its time on-CPU or at lines without source after start-up"
+
+
+def test_a_thread_with_lines_without_source_is_measured_with_them(tmp_path):
+    # 60 samples at a known compute line, 40 at a line without source: the known line holds 60%
+    # of on-CPU-or-unknown time, not 100% of the known on-CPU time
+    t = collapsed(tmp_path, [(f"{MAIN};loop (app.py:12)", 60), (f"{MAIN};loop (gone.py:3)", 40)], {"app.py": APP})
+    by_loc = {f.location: f for f in findings_for(t, "TC501")}
+    assert set(by_loc) == {"loop (app.py:12)", "loop (gone.py:3)"}
+    known = by_loc["loop (app.py:12)"]
+    assert known.values["self_pct"] == 60.0 and known.values["kind"] == "python"
+    assert ("holds 60% of the time on-CPU or at lines without source after start-up on thread MainThread (tid 100) "
+            "(600 ms (60 samples) of 1 s (100 samples)") in known.message
+    assert by_loc["loop (gone.py:3)"].values["self_pct"] == 40.0
+
+
+def test_corpus_sleep_io_without_source_is_not_called_on_cpu():
+    hot = findings_for(load(corpus("pyspy", "sleep_io.idle.raw.txt")), "TC501")
+    assert [(f.location, f.values["samples_count"], f.values["self_pct"], f.values["kind"]) for f in hot] == [
+        ("do_sleep (sleep_io.py:6)", 161, 58.55, "unverified"),
+        ("do_socket_wait (sleep_io.py:17)", 95, 34.55, "unverified")]
+    assert all("on-CPU or blocked" in f.message and "on-CPU time" not in f.message for f in hot)
+    # with the source the lines are a sleep and a socket read: no hot spot at all
+    t = attach_source_lines(load(corpus("pyspy", "sleep_io.idle.raw.txt")), [corpus("pyspy", "workloads")])
+    assert findings_for(t, "TC501") == []
+
+
+def test_corpus_lock_waiter_without_source_is_no_hot_spot():
+    hot = findings_for(load(corpus("pyspy", "cpu_lock.idle.speedscope.json")), "TC501")
+    # the lock-waiter's line is inferred blocked, the sleeper's lines too; fib stays unknown
+    assert [(f.location, f.values["kind"], f.values["self_pct"]) for f in hot] == [
+        ("fib (/workspace/cpu_lock.py:8)", "unverified", 77.88)]
 
 
 def test_speedscope_weights_give_exact_time(tmp_path):
@@ -92,13 +130,13 @@ def test_corpus_fib_is_the_hot_spot():
 
 
 def test_corpus_def_lines_cannot_tell_waits_from_compute():
-    # py-spy --function: every line is a def line; the blocked threads look like compute
+    # py-spy --function: every line is a def line; the blocked threads' single def line, sampled
+    # as often as MainThread, is taken as blocked; MainThread's def lines stay unknown
     t = attach_source_lines(load(corpus("pyspy", "cpu_lock.function.raw.txt")), [corpus("pyspy", "workloads")])
-    by_loc = {f.location: f for f in findings_for(t, "TC501")}
-    assert set(by_loc) == {"sleeper_io (cpu_lock.py:22)", "waiter (cpu_lock.py:17)", "fib (cpu_lock.py:7)"}
-    assert all(not f.values["source_verified"] and f.severity != "high" for f in by_loc.values())
-    assert by_loc["waiter (cpu_lock.py:17)"].recoverable_ns == 0  # off the critical thread, maybe a wait
-    assert by_loc["fib (cpu_lock.py:7)"].recoverable_ns == 2_400_000_000  # MainThread, the critical thread
+    (f,) = findings_for(t, "TC501")
+    assert f.location == "fib (cpu_lock.py:7)" and not f.values["source_verified"] and f.severity == "medium"
+    assert f.recoverable_ns == 2_400_000_000  # MainThread, the critical thread
+    assert f.values["self_pct"] == 76.43  # 240 of 314 samples at fib's or other lines without source
 
 
 def test_corpus_torch_backward_after_start_up():

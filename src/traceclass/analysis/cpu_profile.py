@@ -16,15 +16,42 @@ py-spy records none, so a sample counts as waiting when its kind (from
 :mod:`traceclass.analysis.frame_kinds`) is lock wait, sleep or I/O: a frame-based estimate.
 It only means "idle share" when idle samples were recorded (py-spy ``--idle``); without
 ``--idle`` py-spy drops most idle samples and the profile is close to on-CPU time.
+
+Lines without source. A Python leaf line whose text is unknown is *blocked or computing*
+(kind ``unverified``): neither running nor waiting. :func:`sample_kinds` settles it only
+from evidence in the profile, and records which:
+
+* a GIL-only profile (py-spy ``--gil``) or one recorded without idle samples: the line runs
+  (sleep, lock and socket calls release the GIL; py-spy drops idle threads' samples) -> Python
+  compute;
+* a thread, not its process's main one, whose samples sit on one such line (at least
+  ``ONE_LINE_SHARE`` of them, for at least ``ONE_LINE_MIN_NS`` / ``ONE_LINE_MIN_SAMPLES``)
+  while it is sampled about as often as the busiest thread (idle samples kept) and the line
+  never calls a Python function -> likely blocked (``blocked``);
+* a thread whose name says it waits (``sleeper-io``, ``watchdog``: ``WAITING_THREAD_WORDS``)
+  -> its lines without source are likely blocked.
+
+Both ``blocked`` rules are guesses, stated as such in the report; ``--source-root`` settles
+the line from its text instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from typing import Callable
 
 import numpy as np
 
-from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
+from traceclass.analysis.frame_kinds import (
+    KIND_CODES,
+    PRIORITY,
+    WAITING,
+    Classifier,
+    default_kind,
+    label,
+    source_known,
+)
 from traceclass.model import StackNodes, Trace
 
 NO_FRAMES = "none"  # kind of a sample with an empty stack
@@ -38,6 +65,30 @@ IDLE_EVIDENCE_SAMPLES = 20
 IDLE_EVIDENCE_SHARE = 0.5
 IDLE_EVIDENCE_PEER = 0.5
 _WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING, key=PRIORITY.get)], dtype=np.int64)
+#: waits read from frames or source text (not inferred): the evidence for idle sampling
+_SEEN_WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING - {"blocked"}, key=PRIORITY.get)], dtype=np.int64)
+UNVERIFIED = PRIORITY["unverified"]
+BLOCKED = PRIORITY["blocked"]
+#: "one line" evidence for a blocked thread: share of its samples (after start-up) on one
+#: line without source, and how long that is (time when known, else samples: 1 s at py-spy's 100 Hz)
+ONE_LINE_SHARE = 0.95
+ONE_LINE_MIN_NS = 1_000_000_000
+ONE_LINE_MIN_SAMPLES = 100
+#: ... and the thread is sampled at least this share as often as the busiest thread
+ONE_LINE_PEER = 0.5
+#: words in a thread's name that say it waits (split at non-alphanumerics, lower case)
+WAITING_THREAD_WORDS = frozenset(
+    "io sleep sleeper sleeping wait waiter waiting idle poll poller polling listen listener "
+    "watchdog heartbeat timer monitor".split()
+)
+_INLINE_FRAME = re.compile(r"<(listcomp|dictcomp|setcomp|genexpr|lambda)>$")
+#: why lines without source count as compute, by profile flag
+COMPUTE_BASIS = {
+    "gil": ("GIL-only profile (py-spy --gil): every sample holds the GIL, which sleep, lock and socket "
+            "calls release, so lines without source count as Python compute"),
+    "no-idle": ("recorded without idle samples: py-spy kept only samples of running threads, so lines "
+                "without source count as Python compute"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +136,7 @@ class ThreadProfile:
     running_pct: float  # of this thread's time
     waiting_pct: float
     no_frames_pct: float  # samples with an empty stack
+    unverified_pct: float  # at Python lines without source: blocked or computing
     dominant_kind: str
     kinds: tuple[KindShare, ...]
     hot_spots: tuple[FrameStat, ...]
@@ -124,30 +176,198 @@ class CpuProfile:
     notes: tuple[str, ...] = ()
     #: (thread label, waiting samples, waiting % of the thread) behind an "inferred" idle flag
     idle_evidence: tuple[str, int, float] | None = None
+    #: (thread label, line location or "", reason) for lines without source taken as blocked
+    blocked_evidence: tuple[tuple[str, str, str], ...] = ()
+    #: why lines without source count as compute ("gil", "no-idle"), or ""
+    unverified_basis: str = ""
+    #: the file's unit for values that are not time (speedscope "none", "bytes"), or ""
+    weight_unit: str = ""
 
-    def verdict(self) -> str:
-        """One sentence for the report's summary (kinds only: frame names are untrusted)."""
+    @property
+    def blocked_pct(self) -> float:
+        return sum(k.pct for k in self.kinds if k.kind == "blocked")
+
+    def verdict(self, name: Callable[[str], str] | None = None) -> str:
+        """One sentence for the report's summary: the running, waiting and unknown shares, and
+        the hottest *on-CPU* line (a wait is never called hot). ``name`` formats the line's
+        function and location (untrusted text); the default makes a markdown code span."""
         if not self.total_value or not self.kinds:
             return ""
-        top = self.kinds[0]
+        fmt = name or _code_span
         if self.unit == "units":
-            what = "profile weight"
-        elif self.from_intervals:
-            what = "timed frames' self time"
-        else:
-            what = "sampled thread time"
-        text = f"CPU profile: {top.pct:.0f}% of {what} is {top.label}"
-        if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
-            text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
-        if self.hot_spots:
-            text += f"; the hottest line alone takes {self.hot_spots[0].self_pct:.0f}%"
-        if self.unverified_pct >= 25:
-            text += " (source files not found: waits inside C calls may count as compute)"
-        return text + "."
+            top = self.kinds[0]
+            text = f"CPU profile: {top.pct:.0f}% of profile weight ({self.weight_unit or 'not time'}) is {top.label}"
+            if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
+                text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
+            hot = self.hottest_running()
+            if hot is not None:
+                text += f"; the heaviest line is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+            return text + "."
+        what = "timed frames' self time" if self.from_intervals else "sampled thread time"
+        running = [k for k in self.kinds if _running(k.kind)]
+        waiting = [k for k in self.kinds if k.kind in WAITING]
+        segs = []
+        run_pct = sum(k.pct for k in running)
+        wait_pct = sum(k.pct for k in waiting)
+        if running and run_pct >= 1:
+            segs.append(f"{_p(run_pct)} running ({_kind_list(running)})")
+        if waiting and wait_pct >= 1:
+            segs.append(f"{_p(wait_pct)} waiting ({_kind_list(waiting)})")
+        if self.unverified_pct >= 1:
+            segs.append(f"{_p(self.unverified_pct)} blocked or computing at Python lines without source "
+                        "(pass --source-root)")
+        if not segs:
+            top = self.kinds[0]
+            segs.append(f"{_p(top.pct)} {top.label}")
+        text = f"CPU profile, of {what}: " + ", ".join(segs)
+        hot = self.hottest_running()
+        if hot is not None and hot.self_pct >= 1:
+            text += f"; the hottest on-CPU line is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+        elif self.unverified_pct >= 50:
+            text += "; no line is known to be on-CPU"
+        text += "."
+        if self.gil_only:
+            text += " GIL-only profile (py-spy --gil): threads not holding the GIL were not sampled."
+        return text
+
+    def hottest_running(self) -> FrameStat | None:
+        """The hot spot with the most self time whose kind runs on the CPU (not a wait, not a
+        line without source, not an empty stack)."""
+        return next((h for h in self.hot_spots if _running(h.kind)), None)
+
+
+def _running(kind: str) -> bool:
+    return kind not in WAITING and kind not in ("unverified", NO_FRAMES)
+
+
+def _p(x: float) -> str:
+    return f"{x:.0f}%" if x >= 1 or x == 0 else "<1%"
+
+
+def _kind_list(kinds: list[KindShare], limit: int = 3) -> str:
+    shown = [k for k in kinds if k.pct >= 1][:limit] or kinds[:1]
+    return ", ".join(f"{_p(k.pct)} {k.label}" for k in shown)
+
+
+def _frame_text(f: FrameStat, fmt: Callable[[str], str]) -> str:
+    return f"{fmt(f.function)} ({fmt(f.location)})" if f.location else fmt(f.function)
+
+
+def _code_span(text: str, limit: int = 90) -> str:
+    """A markdown code span for untrusted text (the analysis layer cannot use the renderer's)."""
+    s = " ".join(re.sub(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]", " ", str(text)).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    if not s:
+        return "—"
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleKinds:
+    """Kind (priority index in :data:`KIND_CODES`, ``len(KIND_CODES)`` for an empty stack) and
+    leaf frame per sample row, with what settled the lines without source."""
+
+    kind: np.ndarray
+    leaf: np.ndarray  # leaf frame row, -1 for an empty stack
+    #: (thread row, frame row or -1 for all its lines, reason) for rows made ``blocked``
+    blocked: tuple[tuple[int, int, str], ...] = ()
+    compute_basis: str = ""  # key of COMPUTE_BASIS when lines without source count as compute
+
+
+def sample_kinds(trace: Trace, classifier: Classifier | None = None) -> SampleKinds:
+    """Per sample row: its kind from the frames (leaf and stack rules, default kinds), then
+    lines without source settled from the profile's evidence (see the module docstring)."""
+    cls = classifier or Classifier()
+    s, st = trace.samples, trace.stacks
+    node = s.node.astype(np.int64)
+    has_stack = (node >= 0) & (len(st) > 0)
+    nsafe = np.maximum(node, 0)
+    leaf_frame = np.where(has_stack, st.frame[nsafe] if len(st) else -1, -1).astype(np.int64)
+    leaf_p, stack_p = _frame_priorities(trace, cls)
+    node_kind = _node_kinds(st, leaf_p, stack_p)
+    kind = np.where(has_stack, node_kind[nsafe] if len(st) else 0, len(KIND_CODES)).astype(np.int64)
+    unv = kind == UNVERIFIED
+    if not unv.any():
+        return SampleKinds(kind, leaf_frame)
+    sampling = trace.sampling
+    basis = ""
+    if sampling is not None and sampling.gil_only:
+        basis = "gil"
+    elif sampling is not None and sampling.includes_idle is False:
+        basis = "no-idle"
+    if basis:
+        kind[unv] = PRIORITY["python"]
+        return SampleKinds(kind, leaf_frame, compute_basis=basis)
+    blocked = _infer_blocked(trace, kind, leaf_frame, has_stack)
+    return SampleKinds(kind, leaf_frame, blocked=blocked)
+
+
+def _infer_blocked(trace: Trace, kind: np.ndarray, leaf: np.ndarray, has_stack: np.ndarray) -> tuple[tuple[int, int, str], ...]:
+    """Turn ``unverified`` rows into ``blocked`` where the profile shows the thread waits
+    (in place); the evidence per thread."""
+    s, st, th = trace.samples, trace.stacks, trace.threads
+    strings = trace.strings
+    thread = s.thread.astype(np.int64)
+    n_threads = max(len(th), int(thread.max()) + 1 if len(thread) else 0)
+    timed = trace.meta.get("samples_from") == "intervals"
+    weighted = bool((s.weight_ns > 0).any()) and not trace.meta.get("weight_unit")
+    value = s.weight_ns.astype(np.int64) if weighted else s.count.astype(np.int64)
+    names = _thread_names(trace, n_threads)
+    pids = [int(th.pid[t]) if t < len(th) else -1 for t in range(n_threads)]
+    tids = [int(th.tid[t]) if t < len(th) else -1 for t in range(n_threads)]
+    # how often each thread was sampled (time for timed frames: they carry no sample counts)
+    per_thread = np.bincount(thread, weights=value if timed else s.count, minlength=n_threads)
+    sampled = np.flatnonzero(per_thread > 0)
+    busiest = float(per_thread.max()) if len(per_thread) else 0.0
+    unv = kind == UNVERIFIED
+    steady = has_stack & (kind != PRIORITY["import"])
+    steady_t = np.bincount(thread[steady], weights=value[steady], minlength=n_threads)
+    callers = np.zeros(len(trace.frames), dtype=bool)
+    if len(st):
+        par = st.parent.astype(np.int64)
+        callers[st.frame.astype(np.int64)[par[par >= 0]]] = True
+    out: list[tuple[int, int, str]] = []
+    for t in sampled.tolist():
+        rows_t = unv & (thread == t)
+        if not rows_t.any():
+            continue
+        name = names[t]
+        if not name and tids[t] < 0:
+            continue  # stacks of all threads together (no thread roots): nothing to tell them by
+        main = name == "MainThread" or (pids[t] >= 0 and tids[t] == pids[t])
+        if not main and len(sampled) >= 2 and per_thread[t] >= ONE_LINE_PEER * busiest:
+            f_rows = np.flatnonzero(rows_t)
+            fr, inv = np.unique(leaf[f_rows], return_inverse=True)
+            v = np.bincount(inv.reshape(-1), weights=value[f_rows], minlength=len(fr))
+            c = np.bincount(inv.reshape(-1), weights=s.count[f_rows], minlength=len(fr))
+            i = int(np.argmax(v))
+            f = int(fr[i])
+            long_enough = bool(v[i] >= ONE_LINE_MIN_NS) if (weighted or timed) else bool(c[i] >= ONE_LINE_MIN_SAMPLES)
+            if not timed:
+                long_enough = long_enough and c[i] >= IDLE_EVIDENCE_SAMPLES
+            fn = strings[int(trace.frames.function[f])]
+            if (v[i] >= ONE_LINE_SHARE * steady_t[t] and long_enough and not callers[f]
+                    and not _INLINE_FRAME.search(fn)):
+                kind[f_rows[leaf[f_rows] == f]] = BLOCKED
+                share = 100.0 * v[i] / steady_t[t] if steady_t[t] else 100.0
+                amount = f"{int(c[i]):,} samples" if not timed else "of its time"
+                what = "one line" if int(trace.frames.line[f]) >= 0 else "one function (no line numbers)"
+                out.append((t, f, f"{what} holds {share:.0f}% of its samples after start-up ({amount}) while "
+                                  "it was sampled about as often as the busiest thread, and calls no Python "
+                                  "function"))
+                rows_t = rows_t & (kind == UNVERIFIED)
+        words = set(w for w in re.split(r"[^0-9a-z]+", name.lower()) if w)
+        said = sorted(words & WAITING_THREAD_WORDS)
+        if said and rows_t.any():
+            kind[rows_t] = BLOCKED
+            out.append((t, -1, "the thread's name has " + ", ".join(repr(w) for w in said)))
+    return tuple(out)
 
 
 def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuProfile:
-    cls = classifier or Classifier()
     s = trace.samples
     st = trace.stacks
     fr = trace.frames
@@ -168,25 +388,24 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
     sample_based = not from_intervals and unit != "units"
 
     node = s.node.astype(np.int64)
-    has_stack = node >= 0
-    leaf_frame = np.where(has_stack, st.frame[np.maximum(node, 0)] if len(st) else -1, -1).astype(np.int64)
-
-    leaf_p, stack_p = _frame_priorities(trace, cls)
-    node_kind = _node_kinds(st, leaf_p, stack_p)
+    has_stack = (node >= 0) & (len(st) > 0)
+    sk = sample_kinds(trace, classifier)
+    leaf_frame = sk.leaf
     n_kinds = len(KIND_CODES)
-    row_kind = np.where(has_stack, node_kind[np.maximum(node, 0)] if len(st) else 0, n_kinds)  # n_kinds = none
-    unverified_f = _unverified_frames(trace)
-    # profiles where no sample has a stack (only empty or root-only lines) have no frames
-    unverified_leaf = unverified_f[np.maximum(leaf_frame, 0)] if len(unverified_f) else np.zeros(len(s), dtype=bool)
-    unverified_row = has_stack & (row_kind == PRIORITY["python"]) & unverified_leaf
+    row_kind = sk.kind  # n_kinds = none
+    unverified_row = row_kind == UNVERIFIED
 
     states_known = len(s) > 0 and bool((s.state >= 0).all())
     if states_known:
         waiting_row = s.state == 1
+        seen_wait_row = waiting_row
         waiting_basis = "thread state"
     else:
         waiting_row = np.isin(row_kind, _WAIT_P)
+        seen_wait_row = np.isin(row_kind, _SEEN_WAIT_P)
         waiting_basis = "frames"
+    # a line without source is neither running nor waiting (thread states, when recorded, decide)
+    unknown_row = unverified_row if not states_known else np.zeros(len(s), dtype=bool)
 
     total = int(value.sum())
     threads = trace.threads
@@ -236,7 +455,9 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
 
     counts_t = np.bincount(thread, weights=s.count, minlength=n_threads) if len(s) else np.zeros(n_threads)
     waiting_t = _bincount(thread[waiting_row], value[waiting_row], n_threads)
+    seen_wait_t = _bincount(thread[seen_wait_row], value[seen_wait_row], n_threads)
     empty_t = _bincount(thread[~has_stack], value[~has_stack], n_threads)
+    unknown_t = _bincount(thread[unknown_row], value[unknown_row], n_threads)
     value_t = kind_t.sum(axis=1)
     per_thread = []
     for t in np.argsort(-value_t, kind="stable").tolist():
@@ -256,9 +477,10 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
                 ns=v * ns_per if ns_per else None,
                 samples=int(round(counts_t[t])) if sample_based else None,
                 share_pct=_pct(v, total),
-                running_pct=_pct(v - int(waiting_t[t]) - int(empty_t[t]), v),
+                running_pct=_pct(v - int(waiting_t[t]) - int(empty_t[t]) - int(unknown_t[t]), v),
                 waiting_pct=_pct(int(waiting_t[t]), v),
                 no_frames_pct=_pct(int(empty_t[t]), v),
+                unverified_pct=_pct(int(unknown_t[t]), v),
                 dominant_kind=kinds_here[0].kind if kinds_here else NO_FRAMES,
                 kinds=kinds_here,
                 hot_spots=tuple(
@@ -271,7 +493,9 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
 
     waiting_total = int(waiting_t.sum())
     empty_total = int(empty_t.sum())
-    includes_idle, idle_basis, evidence = _idle(trace, per_thread, sample_based, states_known)
+    unknown_total = int(unknown_t.sum())
+    seen_wait_pct = {p.row: _pct(int(seen_wait_t[p.row]), p.value) for p in per_thread}
+    includes_idle, idle_basis, evidence = _idle(trace, per_thread, sample_based, states_known, seen_wait_pct)
     notes = _notes(trace, unit, from_intervals, includes_idle)
     source_lines = len(trace.meta.get("source_lines") or {})
     return CpuProfile(
@@ -286,7 +510,7 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
         includes_idle_basis=idle_basis,
         gil_only=sampling.gil_only if sampling is not None else None,
         waiting_basis=waiting_basis,
-        running_pct=_pct(total - waiting_total - empty_total, total),
+        running_pct=_pct(total - waiting_total - empty_total - unknown_total, total),
         waiting_pct=_pct(waiting_total, total),
         from_intervals=from_intervals,
         has_line_numbers=sampling.has_line_numbers if sampling is not None else bool((fr.line >= 0).any()),
@@ -298,6 +522,11 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
         kinds=_kind_shares(kind_t.sum(axis=0), total, ns_per),
         notes=notes,
         idle_evidence=evidence,
+        blocked_evidence=tuple(
+            (labels[t], _location(trace, f) if f >= 0 else "", why) for t, f, why in sk.blocked
+        ),
+        unverified_basis=sk.compute_basis,
+        weight_unit=str(weight_unit) if weight_unit and unit == "units" else "",
     )
 
 
@@ -305,31 +534,57 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
 
 
 def _frame_priorities(trace: Trace, cls: Classifier) -> tuple[np.ndarray, np.ndarray]:
-    """Leaf and stack kind priority per frame (0 = Python compute when nothing matches)."""
+    """Leaf and stack kind priority per frame; a leaf no rule matches gets its default kind
+    (Python compute, a Python line without source, or code that is not Python)."""
     fr = trace.frames
     n = len(fr)
     leaf = np.zeros(n, dtype=np.int64)
     stack = np.full(n, -1, dtype=np.int64)
-    src = trace.meta.get("source_lines") or {}
+    src = usable_source(trace)
     strings = trace.strings
     for f in range(n):
         fn = strings[int(fr.function[f])]
         fi = strings[int(fr.file[f])] if fr.file[f] >= 0 else ""
-        lp, sp = cls.frame(fn, fi, src.get(f, ""))
-        leaf[f] = max(lp, 0)
+        text = src.get(f, "")
+        lp, sp = cls.frame(fn, fi, text)
+        leaf[f] = lp if lp >= 0 else PRIORITY[default_kind(fi, text)]
         stack[f] = sp
     return leaf, stack
 
 
-def _unverified_frames(trace: Trace) -> np.ndarray:
-    """Frames in .py files whose leaf line text is unknown (file not found, or no line numbers)."""
+def usable_source(trace: Trace) -> dict[int, str]:
+    """Leaf line text per frame row, where it tells what the line does.
+
+    A ``def`` line tells nothing when it is the only line py-spy shows for its function
+    (``py-spy --function`` reports every frame at its def line, hiding the line that waits);
+    where the function also shows other lines, a sample at its def line is the call's start
+    and the text is kept (it matches no rule: Python compute).
+    """
+    src: dict[int, str] = trace.meta.get("source_lines") or {}
+    if not src:
+        return {}
+    defs = [f for f, text in src.items() if not source_known(text)]
+    if not defs:
+        return src
     fr = trace.frames
-    src = trace.meta.get("source_lines") or {}
-    is_py = trace.strings.mask(fr.file, lambda s: s.endswith((".py", ".pyw", ".pyx")))
-    have = np.zeros(len(fr), dtype=bool)
-    if src:
-        have[np.fromiter(src.keys(), dtype=np.int64, count=len(src))] = True
-    return is_py & ~have
+    key = fr.function.astype(np.int64) * (len(trace.strings) + 1) + fr.file.astype(np.int64) + 1
+    lines_per_key: dict[int, set[int]] = {}
+    for k, ln in zip(key.tolist(), fr.line.tolist()):
+        lines_per_key.setdefault(k, set()).add(ln)
+    out = dict(src)
+    for f in defs:
+        if len(lines_per_key.get(int(key[f]), ())) < 2:
+            del out[f]
+    return out
+
+
+def _location(trace: Trace, f: int) -> str:
+    fr = trace.frames
+    file = trace.strings[int(fr.file[f])] if fr.file[f] >= 0 else ""
+    line = int(fr.line[f])
+    if not file:
+        return trace.strings[int(fr.function[f])]
+    return f"{file}:{line}" if line >= 0 else file
 
 
 def _node_kinds(st: StackNodes, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:
@@ -496,7 +751,8 @@ def _pct(part: int, whole: int) -> float:
 
 
 def _idle(
-    trace: Trace, threads: list[ThreadProfile], sample_based: bool, states_known: bool
+    trace: Trace, threads: list[ThreadProfile], sample_based: bool, states_known: bool,
+    seen_wait_pct: dict[int, float],
 ) -> tuple[bool | None, str, tuple[str, int, float] | None]:
     sampling = trace.sampling
     if sampling is not None and sampling.includes_idle is not None:
@@ -508,17 +764,20 @@ def _idle(
     # without --idle py-spy drops the samples of idle threads: a mostly-waiting thread sampled
     # about as often as the busiest one means they were kept. A few waiting samples prove
     # nothing (py-spy's idle test is not exact; cpu_lock's lock-waiter keeps 20 of 300).
+    # Only waits read from frames or source count: an inferred "likely blocked" line is not
+    # evidence of idle sampling (that inference already assumes it).
     busiest = max((t.samples or 0 for t in threads), default=0)
     for t in threads:
         if t.samples is None:
             continue
-        waiting = int(round(t.samples * t.waiting_pct / 100.0))
+        pct = seen_wait_pct.get(t.row, 0.0)
+        waiting = int(round(t.samples * pct / 100.0))
         if (
             waiting >= IDLE_EVIDENCE_SAMPLES
-            and t.waiting_pct >= 100 * IDLE_EVIDENCE_SHARE
+            and pct >= 100 * IDLE_EVIDENCE_SHARE
             and t.samples >= IDLE_EVIDENCE_PEER * busiest
         ):
-            return True, "inferred", (t.label, waiting, t.waiting_pct)
+            return True, "inferred", (t.label, waiting, pct)
     return None, "unknown", None
 
 

@@ -17,8 +17,8 @@ thread (named ``MainThread``, tid = pid, or most of its stacks not under
 workers, pin-memory and logging threads whose waiting costs nothing by design. When the main
 thread spends most of its time handing off (``join``, ``queue.get``, ``future.result``,
 ``Popen.wait``: waiting for another thread or process to finish work) the work is elsewhere,
-and the thread with the most on-CPU time is critical instead; without a recognisable main
-thread too. Processes started by ``multiprocessing`` (DataLoader and Pool workers, seen
+and the thread with the most on-CPU time (lines without source counted: they may compute) is
+critical instead; without a recognisable main thread too. Processes started by ``multiprocessing`` (DataLoader and Pool workers, seen
 with ``py-spy --subprocesses``) serve their parent and have no critical thread, unless the
 profile holds nothing else. In a profile without thread roots, threads not started by
 ``threading.Thread`` (native threads calling into Python) cannot be told from the main one.
@@ -40,9 +40,9 @@ import numpy as np
 
 from traceclass.analysis.cpu_profile import (
     CpuProfile,
-    _frame_priorities,
-    _node_kinds,
     _thread_label,
+    sample_kinds,
+    usable_source,
 )
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, RULES, WAITING, Classifier
 from traceclass.model import Trace
@@ -95,7 +95,6 @@ _LIBRARY_PATH = re.compile(
     r"(^|/)(site-packages|dist-packages)/|/lib(64)?/python\d[\d.]*/|^<|\.(so|pyd|dylib|dll)(\.[\d.]+)?$")
 _MODULE_FRAME = "<module>"
 _INLINE = re.compile(r"\.<locals>\.<(listcomp|dictcomp|setcomp|genexpr|lambda)>$")
-_DEF_LINE = re.compile(r"^(async\s+)?(def|class)\s")
 _BYTECODE = re.compile(r"(^|\.)(_compile_bytecode|source_to_code|get_code)$")
 
 
@@ -131,9 +130,11 @@ class Group:
     main: bool
     critical: bool
     value: int  # all samples
-    on_cpu: int  # samples with a stack, not waiting (kind, or a leaf that waits: see leaf_waits)
+    on_cpu: int  # samples with a stack, not waiting (kind, or a leaf that waits: see leaf_waits), not unverified
     startup: int  # samples in import / start-up
     steady_on_cpu: int  # on-CPU samples outside import / start-up
+    #: samples at Python lines without source (kind ``unverified``: blocked or computing), outside start-up
+    steady_unverified: int
     handoff: int  # lock-kind samples that hand off to another thread or process
     merged: bool = False  # part of a row that holds several threads (no thread roots)
     worker_process: bool = False  # a multiprocessing child beside a parent process in the profile
@@ -221,15 +222,6 @@ class CpuSites:
     def samples(self, value: int | float) -> int | None:
         return _samples(self, value)
 
-    def verified(self, f: int) -> bool:
-        """False for a Python line whose text is unknown or is a ``def`` (py-spy --function):
-        a line blocked in a C call (sleep, lock, socket) then looks like compute."""
-        file = self.file(f)
-        if not file.endswith((".py", ".pyw", ".pyx")):
-            return True
-        text = self.source_text(f)
-        return self.line(f) is not None and bool(text) and not _DEF_LINE.match(text)
-
 
 def _samples(cs: CpuSites, value: int | float) -> int | None:
     if not cs.counts_known:
@@ -278,10 +270,8 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     parent = st.parent.astype(np.int64)
     leaf = np.where(has, frame_of_node[nsafe] if len(st) else -1, -1)
 
-    cls = Classifier()
-    leaf_p, stack_p = _frame_priorities(trace, cls)
-    node_kind = _node_kinds(st, leaf_p, stack_p)
-    kind = np.where(has, node_kind[nsafe] if len(st) else NONE_KIND, NONE_KIND).astype(np.int64)
+    # the same kinds as the profile: rules, default kinds, lines without source settled by evidence
+    kind = sample_kinds(trace).kind
 
     strings = trace.strings
     src = trace.meta.get("source_lines") or {}
@@ -303,8 +293,9 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     # the leaf's own kind (leaf rules only): a wait under a data-loading stack is still a wait
     leaf_only = Classifier([r for r in RULES if r.scope == "leaf"])
     leaf_wait_f = np.zeros(n_frames, dtype=bool)
+    usable = usable_source(trace)
     for f in np.unique(leaf[leaf >= 0]).tolist():
-        p, _ = leaf_only.frame(fn_text[f], file_text[f], src.get(f, ""))
+        p, _ = leaf_only.frame(fn_text[f], file_text[f], usable.get(f, ""))
         leaf_wait_f[f] = p >= 0 and KIND_CODES[p] in WAITING
     leaf_waits = has & leaf_wait_f[np.maximum(leaf, 0)]
 
@@ -345,9 +336,11 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     # waiting: a lock/sleep/I/O kind, or a leaf that waits under a data or import stack
     waiting = np.isin(kind, _WAIT_IDX) | leaf_waits
     g_value = per_group(np.ones(n_rows, dtype=bool))
-    g_cpu = per_group(has & ~waiting)
+    unverified = kind == PRIORITY["unverified"]
+    g_cpu = per_group(has & ~waiting & ~unverified)
     g_start = per_group(kind == PRIORITY["import"])
-    g_steady = per_group(has & ~waiting & (kind != PRIORITY["import"]))
+    g_steady = per_group(has & ~waiting & ~unverified & (kind != PRIORITY["import"]))
+    g_unverified = per_group(has & unverified & ~leaf_waits)
     g_hand = per_group(handoff)
     g_unbooted = per_group(has & ~booted)
     g_stacked = per_group(has)
@@ -390,7 +383,8 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
             main_g[best] = True
         crit = best
         if raw[best]["main_rank"] == 0 or 2 * g_hand[best] > g_value[best]:
-            crit = max(members, key=lambda g: (g_cpu[g], raw[g]["main_rank"], -g))
+            # lines without source may be compute: they count here (waits recognised or inferred do not)
+            crit = max(members, key=lambda g: (g_cpu[g] + g_unverified[g], raw[g]["main_rank"], -g))
         chosen[pid] = (crit, pid >= 0 and 2 * g_mp[best] > g_stacked[best])
         length_of_pid[pid] = int(g_value[crit])
     worker_pids = {pid for pid, (_, worker) in chosen.items() if worker}
@@ -404,7 +398,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         Group(index=r["index"], thread_row=r["thread_row"], pid=r["pid"], tid=r["tid"], label=r["label"],
               main=bool(main_g[r["index"]]), critical=bool(critical_g[r["index"]]),
               value=int(g_value[r["index"]]), on_cpu=int(g_cpu[r["index"]]), startup=int(g_start[r["index"]]),
-              steady_on_cpu=int(g_steady[r["index"]]),
+              steady_on_cpu=int(g_steady[r["index"]]), steady_unverified=int(g_unverified[r["index"]]),
               handoff=int(g_hand[r["index"]]), merged=r["merged"], worker_process=r["pid"] in worker_pids,
               process_value=length_of_pid[r["pid"]])
         for r in raw

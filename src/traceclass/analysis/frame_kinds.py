@@ -3,8 +3,20 @@
 Each rule names a kind, the part of a frame it looks at and a regular expression. ``leaf``
 rules look at the innermost frame only (where the time is spent); ``stack`` rules look at
 every frame of the stack (time spent anywhere under ``import`` is start-up, whatever the leaf).
-A sample gets the kind of highest priority among its leaf match and its stack matches; no
-match is Python compute.
+A sample gets the kind of highest priority among its leaf match and its stack matches. A
+leaf that no rule matches gets a *default* kind from what is known about it:
+
+* ``python`` (Python compute): a Python line whose text was read and matched nothing;
+* ``unverified`` (blocked or computing, source unavailable): a Python line whose text is
+  unknown (file not found, no line numbers, or a ``def`` line from ``py-spy --function``).
+  Without ``--native`` a thread blocked in ``time.sleep``, ``lock.acquire`` or ``sock.recv``
+  shows as the Python line that made the call, so such a line may be compute or a wait;
+* ``other`` (native/other code, not Python): a frame without a Python file (perf, nsys,
+  Java or JavaScript stacks, bare symbol names).
+
+``blocked`` is never given by a rule: :mod:`traceclass.analysis.cpu_profile` gives it to an
+``unverified`` line when the profile itself shows the thread waits there (see
+``sample_kinds``), and says why.
 
 Fields: ``function`` (qualified name as py-spy writes it, ``Condition.wait``), ``file`` (path
 as written: package-relative ``threading.py`` or absolute), ``source`` (text of the leaf line,
@@ -24,6 +36,9 @@ from typing import Iterable
 #: kind code -> label; ordered by priority (later wins when several rules match a stack)
 KINDS: dict[str, str] = {
     "python": "Python compute",
+    "other": "native/other code (not Python)",
+    "unverified": "blocked or computing (source unavailable)",
+    "blocked": "likely blocked (inferred, source unavailable)",
     "native": "native/extension compute",
     "alloc": "allocation and copying",
     "io": "file or socket I/O",
@@ -36,7 +51,22 @@ KINDS: dict[str, str] = {
 }
 KIND_CODES: tuple[str, ...] = tuple(KINDS)
 PRIORITY = {k: i for i, k in enumerate(KIND_CODES)}
-WAITING = frozenset({"lock", "sleep", "io"})
+WAITING = frozenset({"lock", "sleep", "io", "blocked"})
+#: kinds no rule gives: the default of a leaf that matched nothing, and the inferred wait
+DEFAULT_KINDS = frozenset({"python", "other", "unverified", "blocked"})
+#: a ``def`` line: py-spy ``--function`` reports each frame at its function's first line
+DEF_LINE = re.compile(r"^(async\s+)?(def|class)\s")
+_PY_FILE = (".py", ".pyw", ".pyx")
+
+
+def python_file(path: str) -> bool:
+    """A Python source file, or a pseudo-file of Python code (``<frozen os>``, ``<string>``)."""
+    return path.endswith(_PY_FILE) or path.startswith("<")
+
+
+def source_known(text: str) -> bool:
+    """True when a Python leaf line's own text tells what it does (not a def line)."""
+    return bool(text) and not DEF_LINE.match(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +126,8 @@ class Classifier:
         self.rules = [(r, re.compile(r.pattern)) for r in rules]
 
     def frame(self, function: str, file: str, source: str) -> tuple[int, int]:
-        """(leaf priority, stack priority) of one frame; -1 where no rule matches."""
+        """(leaf priority, stack priority) of one frame; -1 where no rule matches (see
+        :func:`default_kind` for the kind of a leaf that matches nothing)."""
         fields = {"function": function, "file": file, "source": source}
         leaf = stack = -1
         for rule, rx in self.rules:
@@ -111,6 +142,16 @@ class Classifier:
                 stack = p
         # a stack rule also applies when the frame itself is the leaf
         return max(leaf, stack), stack
+
+
+def default_kind(file: str, source: str) -> str:
+    """Kind of a leaf frame that no rule matches: ``python`` when its source line is known
+    (``source``: text that tells what the line does, def lines of ``py-spy --function`` left
+    out by the caller), ``unverified`` for a Python line without it, ``other`` for a frame that
+    is not Python."""
+    if not file or not python_file(file):
+        return "other"
+    return "python" if source else "unverified"
 
 
 def label(kind: str) -> str:

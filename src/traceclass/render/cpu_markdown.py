@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceclass.analysis.cpu_profile import (
+    COMPUTE_BASIS,
     NO_FRAMES,
     NO_FRAMES_LABEL,
     CpuProfile,
@@ -36,6 +37,11 @@ def _amount(cpu: CpuProfile, value: int, ns: int | None) -> str:
     return f"{value:,}"
 
 
+def _unit_words(cpu: CpuProfile) -> str:
+    """The file's own unit for values that are not time (speedscope ``none``: plain units)."""
+    return {"none": "units", "": "units"}.get(cpu.weight_unit, cpu.weight_unit)
+
+
 def _value_header(cpu: CpuProfile) -> str:
     return {"ns": "time", "samples": "samples"}.get(cpu.unit, "weight")
 
@@ -59,7 +65,10 @@ def _facts(cpu: CpuProfile) -> list[str]:
     src = cpu.producer or cpu.source_format
     what = f"{len(cpu.threads)} thread{'s' if len(cpu.threads) != 1 else ''}"
     if cpu.from_intervals:
-        amount = f"{units.duration(cpu.total_ns)} of frame self time" if cpu.total_ns is not None else ""
+        if cpu.total_ns is not None:
+            amount = f"{units.duration(cpu.total_ns)} of frame self time"
+        else:
+            amount = f"{cpu.total_value:,} {_unit_words(cpu)} of frame self time (not time)"
         out.append(f"- Source: {code(src)} timed frames; {what}; {amount}.")
     elif cpu.samples is not None:
         rate = ""
@@ -68,7 +77,7 @@ def _facts(cpu: CpuProfile) -> list[str]:
         total = f" = {units.duration(cpu.total_ns)} of thread time" if cpu.total_ns is not None else ""
         out.append(f"- Source: {code(src)}; {what}; {cpu.samples:,} samples{rate}{total}.")
     else:
-        out.append(f"- Source: {code(src)}; {what}; total weight {cpu.total_value:,} (not time).")
+        out.append(f"- Source: {code(src)}; {what}; total weight {cpu.total_value:,} {_unit_words(cpu)} (not time).")
     if cpu.includes_idle is True:
         if cpu.includes_idle_basis == "inferred" and cpu.idle_evidence is not None:
             who, n, pct = cpu.idle_evidence
@@ -83,7 +92,8 @@ def _facts(cpu: CpuProfile) -> list[str]:
     else:
         out.append(f"- Idle samples: {_BASIS_TEXT.get(cpu.includes_idle_basis, 'unknown')}.")
     if cpu.gil_only is True:
-        out.append("- GIL: only samples of threads holding the GIL were recorded (py-spy `--gil`).")
+        out.append("- GIL-only profile: only samples of threads holding the GIL were recorded (py-spy `--gil`); "
+                   "threads waiting without it are missing.")
     elif not cpu.from_intervals and cpu.producer.startswith("py-spy"):
         out.append("- GIL: not recorded" + (" (all threads sampled, holding it or not)." if cpu.gil_only is False else "."))
     basis = (
@@ -92,16 +102,27 @@ def _facts(cpu: CpuProfile) -> list[str]:
         else "estimated from frames: a stack ending in a known blocking call (lock/condition wait, "
         "sleep, file or socket I/O) counts as waiting"
     )
+    unknown = f", blocked or computing {units.pct(cpu.unverified_pct)}" if cpu.unverified_pct > 0 else ""
     out.append(
-        f"- Running {units.pct(cpu.running_pct)}, waiting {units.pct(cpu.waiting_pct)} ({basis})."
+        f"- Running {units.pct(cpu.running_pct)}, waiting {units.pct(cpu.waiting_pct)}{unknown} ({basis})."
     )
-    if cpu.unverified_pct >= 5:
+    if cpu.unverified_pct > 0:
         out.append(
-            f"- {units.pct(cpu.unverified_pct)} of the time is in Python lines whose source file was not "
-            "found here, so they count as Python compute: a line that calls C (`time.sleep`, "
-            "`lock.acquire`, `sock.recv`) looks the same without its text. Run traceclass where the "
-            "program's files are, or record with `traceclass record` or py-spy `--native`."
+            f"- {units.pct(cpu.unverified_pct)} of the time is at Python lines whose source file was not found "
+            "here (or only `def` lines were recorded): blocked or computing, which only the line's text tells "
+            "(a line calling `time.sleep`, `lock.acquire` or `sock.recv` looks like any other without it). "
+            "Pass `--source-root DIR` where the program's files are, or record with `traceclass record`."
         )
+    if cpu.blocked_evidence:
+        who = "; ".join(
+            f"{code(t)}: " + (f"{code(loc)}, " if loc else "all its lines without source, ") + why
+            for t, loc, why in cpu.blocked_evidence
+        )
+        out.append(
+            f"- Likely blocked ({units.pct(cpu.blocked_pct)}, a guess from the profile, not from the source): {who}."
+        )
+    if cpu.unverified_basis:
+        out.append(f"- {COMPUTE_BASIS[cpu.unverified_basis][0].upper()}{COMPUTE_BASIS[cpu.unverified_basis][1:]}.")
     if not cpu.has_line_numbers:
         out.append("- Frames have no line numbers (e.g. py-spy `--nolineno`): hot spots are per function.")
     return out
@@ -117,6 +138,7 @@ def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
 
     if cpu.threads:
         rows = []
+        unknown = any(t.unverified_pct > 0 for t in cpu.threads)
         for t in cpu.threads[:top_n]:
             rows.append([
                 code(t.label),
@@ -125,14 +147,19 @@ def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
                 units.pct(t.share_pct),
                 units.pct(t.running_pct),
                 units.pct(t.waiting_pct),
+                *([units.pct(t.unverified_pct)] if unknown else []),
                 _kind_text(t.dominant_kind),
             ])
+        headers = ["thread", "samples", "time" if cpu.unit != "units" else "weight", "share", "running", "waiting"]
+        headers += ["no source"] if unknown else []
         parts += [
             "",
             "### Threads",
             "",
-            _table(["thread", "samples", "time" if cpu.unit != "units" else "weight", "share", "running", "waiting", "mostly"], rows, "lrrrrrl"),
+            _table(headers + ["mostly"], rows, "lrrrrr" + ("r" if unknown else "") + "l"),
         ]
+        if unknown:
+            parts.append("\nno source = at Python lines whose source was not found: blocked or computing.")
         if len(cpu.threads) > top_n:
             parts.append(f"\n{len(cpu.threads) - top_n} more threads not shown.")
         if cpu.producer.startswith("py-spy") and not cpu.from_intervals and len(cpu.threads) > 1:
@@ -212,6 +239,7 @@ def _thread_json(cpu: CpuProfile, t: ThreadProfile) -> dict[str, Any]:
         "running_pct": round(t.running_pct, 3),
         "waiting_pct": round(t.waiting_pct, 3),
         "no_frames_pct": round(t.no_frames_pct, 3),
+        "unverified_pct": round(t.unverified_pct, 3),
         "dominant_kind": t.dominant_kind,
         "kinds": [_kind_json(cpu, k) for k in t.kinds],
         "hot_spots": [_frame_json(cpu, f) for f in t.hot_spots],
@@ -242,6 +270,9 @@ def cpu_profile_json(cpu: CpuProfile) -> dict[str, Any]:
         "has_line_numbers": cpu.has_line_numbers,
         "source_lines_read": cpu.source_lines,
         "unverified_pct": round(cpu.unverified_pct, 3),
+        "unverified_basis": cpu.unverified_basis or None,
+        "blocked_evidence": [{"thread": t, "location": loc or None, "reason": why} for t, loc, why in cpu.blocked_evidence],
+        "weight_unit": cpu.weight_unit or None,
         "kinds": [_kind_json(cpu, k) for k in cpu.kinds],
         "threads": [_thread_json(cpu, t) for t in cpu.threads],
         "hot_spots": [_frame_json(cpu, f) for f in cpu.hot_spots],
