@@ -145,7 +145,9 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         label = p["label"]
         if label in ("faster", "slower"):
             pct = abs(p["delta_pct"]) if p["delta_pct"] is not None else 0.0
-            head = f"Candidate is {pct:.0f}% {label} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
+            # "965% slower" reads badly: from twice the time on, say how many times
+            how = f"{c / b:.3g}× slower" if (label == "slower" and b and c and c >= 2 * b) else f"{pct:.0f}% {label}"
+            head = f"Candidate is {how} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
         else:
             head = (f"No step-time change beyond noise (P50 {value(b, 'ns')} → {value(c, 'ns')}, "
                     f"{_signed_pct(p['delta_pct'])})")
@@ -210,10 +212,18 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         s = [("text", "Findings: ")]
         for k, status in enumerate(("resolved", "new", "persisting")):
             s.append(("text", ("" if k == 0 else ", ") + f"{f.get(status, 0)} {status}"))
-            named = [x for x in d.get("findings") or [] if x["status"] == status][:3] if status != "persisting" else []
-            for j, x in enumerate(named):
-                s += [("text", " (" if j == 0 else ", "), ("name", f"{x['code']} {x['name']}")]
-            if named:
+            these = [x for x in d.get("findings") or [] if x["status"] == status] if status != "persisting" else []
+            # one mention per rule, the count when a rule fired at several locations
+            per_rule: dict[str, int] = {}
+            for x in these:
+                per_rule[f"{x['code']} {x['name']}"] = per_rule.get(f"{x['code']} {x['name']}", 0) + 1
+            for j, (rule, n) in enumerate(list(per_rule.items())[:3]):
+                s += [("text", " (" if j == 0 else ", "), ("name", rule)]
+                if n > 1:
+                    s.append(("text", f" ×{n}"))
+            if len(per_rule) > 3:
+                s.append(("text", f", {len(per_rule) - 3} more rule{'s' if len(per_rule) > 4 else ''}"))
+            if per_rule:
                 s.append(("text", ")"))
         s.append(("text", "."))
         out.append(s)
@@ -639,7 +649,9 @@ def render_check_markdown(d: Mapping[str, Any]) -> str:
             continue  # listed below
         if id(r) in hidden:
             continue
-        name = r["metric"] + (f" {code(r['name'])}" if r["name"] else "")
+        # stage names come from the trace (code spans); the memory row's device label is ours
+        label = (r["name"] if r["metric"] == "peak memory" else code(r["name"])) if r["name"] else ""
+        name = r["metric"] + (f" {label}" if label else "")
         noise_txt = ""
         if r.get("noise"):
             n = r["noise"]
