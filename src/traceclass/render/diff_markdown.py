@@ -125,8 +125,6 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
     v = d["verdict"]
     step = v.get("step")
     no_markers = v.get("no_step_markers") or []
-    if v.get("cpu_compared"):
-        out += _cpu_sentences(d)
     if step is None and not v.get("cpu_compared"):
         if d.get("ops") or d.get("ops_appeared") or d.get("ops_vanished") or d.get("families"):
             out.append([("text", "No step times to compare (a run has no steps or ranges); "
@@ -182,6 +180,8 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                 sent.append(("text", f" ({', '.join(bits)})"))
         sent.append(("text", "."))
         out.append(sent)
+    if v.get("cpu_compared"):  # the lead without steps; after the step verdict with them (nsys samples)
+        out += _cpu_sentences(d)
     regs = v.get("regressions") or []
     if regs:
         s = [("text", "Regressed: ")]
