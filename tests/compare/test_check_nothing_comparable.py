@@ -64,3 +64,11 @@ def test_check_help_documents_exit_2_for_nothing_comparable(capsys):
         main(["check", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "2 bad input or configuration, or nothing comparable" in text
+
+
+def test_baseline_of_a_sampled_profile_says_check_cannot_gate_it(tmp_path, capsys):
+    a = write_collapsed(tmp_path / "a.raw.txt", PROFILE)
+    assert main(["baseline", "save", str(a), "-o", str(tmp_path / "bl.json")]) == 0
+    err = capsys.readouterr().err
+    assert "no steps — a sampled CPU profile: `traceclass check` has nothing to gate in it" in err
+    assert main(["check", str(a), "--baseline", str(tmp_path / "bl.json")]) == 2

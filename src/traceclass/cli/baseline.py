@@ -66,5 +66,8 @@ def run_save(args: argparse.Namespace) -> int:
     p50 = m["step_p50_ns"]
     n = m["steady_steps"]
     step = f"step P50 {p50 / 1e6:.3f} ms over {n} steady step{'s' if n != 1 else ''}" if p50 is not None else "no steps"
+    if p50 is None and run.cpu is not None:
+        step += (" — a sampled CPU profile: `traceclass check` has nothing to gate in it, "
+                 "`traceclass diff` compares it")
     print(f"traceclass: baseline written to {args.output} ({step}; {commit})", file=sys.stderr)
     return 0
