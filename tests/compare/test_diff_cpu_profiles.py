@@ -171,3 +171,19 @@ def test_source_root_reaches_the_diff(tmp_path, capsys, monkeypatch):
     rc = main(["check", str(a), "--baseline", str(out), "--source-root", str(src)])
     assert rc == 2  # still nothing the gate compares, but the option is accepted
     assert "`traceclass diff` compares their hot spots" in capsys.readouterr().out
+
+
+def test_a_line_below_the_listed_top_is_unlisted_not_new(tmp_path):
+    lines = [("f%02d" % k, "big.py", k + 1) for k in range(60)]
+    base = {"MainThread": {(MAIN, f): 100 - k for k, f in enumerate(lines)}}
+    cand = {"MainThread": dict(base["MainThread"])}
+    cand["MainThread"][(MAIN, lines[55])] = 200  # ranks 56th in the baseline, first in the candidate
+    d = _diff(write_speedscope(tmp_path / "a.json", base), write_speedscope(tmp_path / "b.json", cand))
+    row = _row(d["cpu"]["hot_spots"], "f55")
+    assert row["status"] == "unlisted"
+    assert row["value"]["baseline"] is None and row["value"]["candidate"] == 2_000_000_000
+    assert "f55" not in [m["name"] for m in d["verdict"]["cpu_movers"]]
+    assert any("top 50 lines only" in n for n in d["cpu"]["notes"])
+    # lines listed in both still compare
+    assert _row(d["cpu"]["hot_spots"], "f00")["status"] == "matched"
+    assert_tables_intact(render_markdown(d))
