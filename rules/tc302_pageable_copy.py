@@ -1,7 +1,7 @@
 """TC302 pageable-copy: host <-> device copies from or to pageable (unpinned) host memory.
 
 What it finds
-    Copies whose host side is pageable memory: Kineto names them ``Memcpy HtoD (Pageable ->
+    Copies launched in the steady-state steps whose host side is pageable memory: Kineto names them ``Memcpy HtoD (Pageable ->
     Device)`` / ``Memcpy DtoH (Device -> Pageable)``, nsys exports set ``srcKind``/``dstKind``
     to 0. One finding per device and direction with the count, bytes, copy time, how many went
     through an async API (the case of nsys ``analyze``'s ``cuda_memcpy_async`` rule, which lists
@@ -27,7 +27,9 @@ Example
 
 Thresholds
     ``min_copies_count`` (1): nsys' rule reports every pageable async copy, and so do we; raise it
-    to silence sporadic one-off copies (a checkpoint load, a metrics ``.cpu()``).
+    to silence sporadic one-off copies (a checkpoint load, a metrics ``.cpu()``). Severity: the
+    staging cost against the analysed time (the shared scale); a few tiny copies rate ``low`` (or
+    ``info`` when nothing is recoverable), however many there are.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import copies
+from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import ApiKind, CopyKind, MemKind, Vendor
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC302", name="pageable-copy", family="copy",
                 summary="host<->device copies through pageable host memory (staged, never asynchronous)",
@@ -58,23 +61,25 @@ _FIX = ("Pin the host memory (DataLoader(pin_memory=True), tensor.pin_memory(), 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
     rows = copies.memcpy_rows(trace)
+    rows = rows[ctx.gpu_analysed[rows]]
     if len(rows) == 0:
         return
     gpu = trace.gpu
     rows = rows[np.isin(gpu.copy_kind[rows], [int(k) for k in _EXPLICIT])]
     cls = copies.direction_class(trace, rows)
     host = copies.host_mem(trace, rows)
-    windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
-    for dev in np.unique(gpu.device[rows]).tolist():
+    devices = np.unique(gpu.device[rows]).tolist()
+    for dev in devices:
         on = gpu.device[rows] == dev
+        tag = device_tag(dev, devices)
         for c in (copies.HTOD, copies.DTOH):
             r = rows[on & (cls == c) & (host == MemKind.PAGEABLE)]
             if len(r) >= th["min_copies_count"]:
                 pinned = rows[on & (cls == c) & (host == MemKind.PINNED)]
-                yield _finding(ctx, dev, c, r, pinned, windows.get(dev, 0), th)
+                yield _finding(ctx, dev, tag, c, r, pinned, th)
         unknown = rows[on & np.isin(cls, (copies.HTOD, copies.DTOH)) & (host == MemKind.UNKNOWN)]
         if len(unknown) >= th["min_copies_count"]:
-            yield _unknown_finding(ctx, dev, unknown)
+            yield _unknown_finding(ctx, dev, tag, unknown)
 
 
 def _reference(ctx: Context, dev: int, c: int, pinned: np.ndarray) -> tuple[float | None, str]:
@@ -92,7 +97,7 @@ def _reference(ctx: Context, dev: int, c: int, pinned: np.ndarray) -> tuple[floa
     return None, basis
 
 
-def _finding(ctx: Context, dev: int, c: int, r: np.ndarray, pinned: np.ndarray, window: int,
+def _finding(ctx: Context, dev: int, tag: str, c: int, r: np.ndarray, pinned: np.ndarray,
              th: Mapping[str, Any]) -> Finding:
     trace, gpu = ctx.trace, ctx.trace.gpu
     label = copies.CLASS_LABEL[c]
@@ -112,35 +117,42 @@ def _finding(ctx: Context, dev: int, c: int, r: np.ndarray, pinned: np.ndarray, 
     n_async = int((api_kind == ApiKind.MEMCPY_ASYNC).sum())
     achieved = float(nb.sum()) / (dur.sum() / 1e9) if dur.sum() > 0 else None
     rate = f"{achieved / 1e9:.3g} GB/s" if achieved is not None else "rate unknown"
-    msg = (f"device {dev}: {len(r)} pageable {label} copies (threshold {th['min_copies_count']}), "
-           f"{size_text(int(nb.sum()))} in {duration_text(int(dur.sum()))} = {rate}"
+    evidence = _evidence(trace, r)
+    site = evidence[0].values["site"]
+    one = len(r) == 1
+    msg = (f"GPU {dev}: {plural(len(r), f'pageable {label} copy', f'pageable {label} copies')} (threshold "
+           f"{th['min_copies_count']}), {size_text(int(nb.sum()))} in {duration_text(int(dur.sum()))} = {rate}"
            + (f" vs {ref / 1e9:.3g} GB/s pinned" if ref else "")
-           + (f"; {n_async} issued through an async API (pageable memory makes them synchronous)" if n_async
-              else "; issued through synchronous APIs"))
+           + ((f"; issued through an async API (pageable memory makes it synchronous)" if one else
+               f"; {n_async} issued through an async API (pageable memory makes them synchronous)") if n_async
+              else f"; issued through {'a synchronous API' if one else 'synchronous APIs'}")
+           + f"; worst site {site}")
     values = {"copies_count": int(len(r)), "async_api_count": n_async, "copy_ns": int(dur.sum()),
               "bytes": int(nb.sum()), "achieved_gb_s": round(achieved / 1e9, 3) if achieved else None,
-              "reference_gb_s": round(ref / 1e9, 3) if ref else None}
+              "reference_gb_s": round(ref / 1e9, 3) if ref else None, "analysed_ns": ctx.analysed_ns}
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, window), message=msg,
-        recoverable_ns=recoverable, estimate=estimate + ". Severity: share of the device's GPU window.",
-        fix=_FIX, location=f"device {dev} pageable {label} copies", evidence=_evidence(trace, r), values=values)
+        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=msg,
+        recoverable_ns=recoverable, estimate=estimate + ". Severity: share of the analysed time.",
+        fix=_FIX, location=f"pageable {label} copies from {site}{tag}", evidence=evidence, values=values)
 
 
-def _unknown_finding(ctx: Context, dev: int, r: np.ndarray) -> Finding:
+def _unknown_finding(ctx: Context, dev: int, tag: str, r: np.ndarray) -> Finding:
     gpu = ctx.trace.gpu
     dur = int((gpu.end_ns[r] - gpu.start_ns[r]).sum())
     nb = gpu.bytes[r]
     total = int(nb[nb >= 0].sum()) if (nb >= 0).any() else None
     rd = ctx.trace.device(dev)
     why = "ROCm traces name the host side 'Host'" if rd and rd.vendor == Vendor.AMD else "recorded as unknown"
-    msg = (f"device {dev}: {len(r)} host<->device copies ({size_text(total)}, {duration_text(dur)}) whose host "
-           f"memory kind the trace does not record ({why}): pageable or pinned cannot be told")
+    evidence = _evidence(ctx.trace, r)
+    msg = (f"GPU {dev}: {plural(len(r), 'host<->device copy', 'host<->device copies')} ({size_text(total)}, "
+           f"{duration_text(dur)}) whose host memory kind the trace does not record ({why}): pageable or pinned "
+           f"cannot be told")
     return Finding(
         code=RULE.code, name=RULE.name, severity="info", message=msg, recoverable_ns=0,
         estimate="not estimated: whether these copies were staged through pageable memory is unknown",
         fix="Check that the host tensors copied to or from the GPU are pinned (tensor.is_pinned()); if not, "
             "pin them (pin_memory=True) and copy with non_blocking=True.",
-        location=f"device {dev} copies with unknown host memory kind", evidence=_evidence(ctx.trace, r),
+        location=f"copies with unknown host memory kind from {evidence[0].values['site']}{tag}", evidence=evidence,
         values={"copies_count": int(len(r)), "copy_ns": dur, "bytes": total})
 
 
@@ -153,6 +165,7 @@ def _evidence(trace, r: np.ndarray) -> tuple[Evidence, ...]:  # type: ignore[no-
         dur = int((gpu.end_ns[rr] - gpu.start_ns[rr]).sum())
         out.append(Evidence(what=f"{len(rr)}x {g.name} from {g.where}", start_ns=int(gpu.start_ns[rr].min()),
                             end_ns=int(gpu.end_ns[rr].max()), duration_ns=dur, count=len(rr),
-                            bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source))
+                            bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source,
+                            values={"site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
     return tuple(out[:MAX_EVIDENCE])

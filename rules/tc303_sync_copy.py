@@ -31,7 +31,8 @@ Thresholds
     ``max_wait_gap_us`` (50): a sync within 50 us of the copy's API call belongs to it. In the corpus
     the copy -> sync gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us
     leaves room for a slow host and profiler overhead, while any other CUDA call in between breaks
-    the pair anyway. ``max_small_htod_bytes`` (65536): synchronous HtoD copies of at most 64 KiB
+    the pair anyway. Severity: the recoverable time against the analysed time, the shared scale
+    (a single microsecond-scale ``.item()`` copy rates ``low``, however short the trace). ``max_small_htod_bytes`` (65536): synchronous HtoD copies of at most 64 KiB
     from pageable (or unknown) host memory are left out, as nsys does: CUDA returns once such a
     copy is staged, without waiting for the device. ``min_copies_count`` (1): report any, like nsys.
 """
@@ -43,10 +44,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import copies
+from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC303", name="sync-copy", family="copy",
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
@@ -63,6 +65,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if len(api) == 0 or len(gpu) == 0:  # no GPU activity recorded: nothing to attribute the copies to
         return
     calls, waited, blocked, gaps = copies.blocking_copy_calls(trace, th["max_wait_gap_us"] * 1000)
+    inside = ctx.analysed.synthetic | ctx.analysed.holds(api.start_ns[calls])
+    calls, waited, blocked, gaps = calls[inside], waited[inside], blocked[inside], gaps[inside]
     mode = np.where(waited, WAITED, SYNC_API)
     if len(calls) == 0:
         return
@@ -85,41 +89,45 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     bubble = copies.idle_after(trace, row)
     dev = np.full(len(row), -1, dtype=np.int64)
     dev[row >= 0] = gpu.device[row[row >= 0]]
-    windows = {t.device: t.window_ns for t in ctx.analysis.timelines}
-    for d in np.unique(dev).tolist():
+    devices = np.unique(dev).tolist()
+    for d in devices:
         for m in (SYNC_API, WAITED):
             sel = (dev == d) & (mode == m)
             if sel.sum() >= th["min_copies_count"] and sel.any():
-                yield _finding(ctx, d, m, calls[sel], row[sel], blocked[sel], bubble[sel], nbytes[sel], cls[sel],
-                               gaps[sel], windows.get(d, 0), th)
+                yield _finding(ctx, d, device_tag(d, [x for x in devices if x >= 0]), m, calls[sel], row[sel],
+                               blocked[sel], bubble[sel], nbytes[sel], cls[sel], gaps[sel], th)
 
 
-def _finding(ctx: Context, dev: int, m: int, calls, row, blocked, bubble, nbytes, cls, gaps,  # type: ignore[no-untyped-def]
-             window: int, th: Mapping[str, Any]) -> Finding:
+def _finding(ctx: Context, dev: int, tag: str, m: int, calls, row, blocked, bubble, nbytes, cls,  # type: ignore[no-untyped-def]
+             gaps, th: Mapping[str, Any]) -> Finding:
     trace = ctx.trace
     cost = np.minimum(blocked, bubble)
     recoverable = int(cost.sum())
     known = nbytes >= 0
     total = int(nbytes[known].sum()) if known.any() else None
     dirs = ", ".join(f"{int((cls == c).sum())} {copies.CLASS_LABEL[c]}" for c in range(4) if (cls == c).any())
-    where = f"device {dev}" if dev >= 0 else "device unknown"
-    what = (f"{len(calls)} copies through a synchronous API" if m == SYNC_API else
-            f"{len(calls)} async copies each followed by a synchronize call (largest gap "
-            f"{duration_text(int(gaps.max()))}, threshold {th['max_wait_gap_us']} us)")
+    where = f"GPU {dev}" if dev >= 0 else "GPU unknown"
+    one = len(calls) == 1
+    what = (f"{plural(len(calls), 'copy', 'copies')} through a synchronous API" if m == SYNC_API else
+            f"{plural(len(calls), 'async copy', 'async copies')} {'' if one else 'each '}followed by a synchronize "
+            f"call ({'gap' if one else 'largest gap'} {duration_text(int(gaps.max()))}, threshold "
+            f"{th['max_wait_gap_us']} us)")
+    evidence = _evidence(trace, calls, row, blocked, cost, nbytes)
+    site = evidence[0].values["site"]
     msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "
-           f"the GPU idled {duration_text(int(bubble.sum()))} right after them")
+           f"the GPU idled {duration_text(int(bubble.sum()))} right after {'it' if one else 'them'}; worst site {site}")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, window), message=msg,
+        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable,
         estimate="per copy, the smaller of the host time blocked in the copy/sync calls (what a host-bound "
-                 "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed. "
-                 "Severity: share of the device's GPU window.",
+                 "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed "
+                 "over the copies of the steady-state steps. Severity: share of the analysed time.",
         fix="Keep per-step values on the GPU (accumulate losses/metrics as tensors, log every N steps); copy "
             "with non_blocking=True into pinned memory and synchronize once, late; use cudaMemcpyAsync + an "
             "event instead of cudaMemcpy.",
-        location=f"{where} {_MODE[m]}", evidence=_evidence(trace, calls, row, blocked, cost, nbytes),
+        location=f"{_MODE[m]} from {site}{tag}", evidence=evidence,
         values={"copies_count": int(len(calls)), "blocked_ns": int(blocked.sum()), "idle_after_ns": int(bubble.sum()),
-                "bytes": total, "window_ns": window})
+                "bytes": total, "analysed_ns": ctx.analysed_ns})
 
 
 def _evidence(trace, calls, row, blocked, cost, nbytes) -> tuple[Evidence, ...]:  # type: ignore[no-untyped-def]
@@ -135,6 +143,7 @@ def _evidence(trace, calls, row, blocked, cost, nbytes) -> tuple[Evidence, ...]:
             what=f"{len(i)}x {g.name} via {trace.strings[int(api.name[c[0]])]}{origin}",
             start_ns=int(api.start_ns[c].min()), end_ns=int(api.end_ns[c].max()), duration_ns=int(blocked[i].sum()),
             count=len(i), bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source,
-            values={"blocked_ns": int(blocked[i].sum()), "recoverable_ns": int(cost[i].sum())}))
+            values={"blocked_ns": int(blocked[i].sum()), "recoverable_ns": int(cost[i].sum()),
+                    "site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
     return tuple(out[:MAX_EVIDENCE])

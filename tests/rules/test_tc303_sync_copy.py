@@ -27,13 +27,16 @@ def _item_trace(tmp_path, sync_gap_ns: int, other_call_between: bool = False):
 def test_async_copy_waited_at_once(tmp_path):
     t = _item_trace(tmp_path, 1_000)
     (f,) = findings_for(t, "TC303")
-    assert f.location == "device 0 async copies synchronized at once"
+    assert f.location == "async copies synchronized at once from aten::_local_scalar_dense"
     blocked = 10_000 + (1_012_000 - 41_000 + 1_000)  # copy call + sync call
     assert f.values["blocked_ns"] == blocked
     assert f.values["idle_after_ns"] == 1_162_000 - 1_012_000  # copy end -> next kernel
     assert f.recoverable_ns == 150_000  # min(host blocked, GPU idle after)
     assert f.values["bytes"] == 4 and f.values["copies_count"] == 1
-    assert "largest gap 1 us, threshold 50 us" in f.message
+    assert f.message.startswith("GPU 0: 1 async copy followed by a synchronize call (gap 1 us, threshold 50 us)")
+    assert "the GPU idled 150 us right after it" in f.message
+    # no steps: 150 us of the 1.212 ms trace is 12.4 %, but 0.15 ms: medium, not high
+    assert f.values["analysed_ns"] == 1_212_000 and f.severity == "medium"
     (e,) = f.evidence
     assert e.ops == ("aten::_local_scalar_dense",) and e.what.startswith("1x Memcpy DtoH (Device -> Pageable) via")
 
@@ -47,7 +50,8 @@ def test_late_or_interrupted_sync_is_not_a_waited_copy(tmp_path):
 def test_nsys_synchronous_copies(tmp_path):
     facts = pageable_copies_export(tmp_path / "p.sqlite")
     (f,) = findings_for(load(tmp_path / "p.sqlite"), "TC303")
-    assert f.location == "device 0 synchronous-API copies"
+    assert f.location == "synchronous-API copies from cudaMemcpy"
+    assert f.message.startswith("GPU 0: 5 copies through a synchronous API (4 HtoD, 1 DtoH;")
     assert f.values["copies_count"] == facts["pageable"]  # the five cudaMemcpy calls
     assert f.values["blocked_ns"] == 5 * 2_000_000
     # GPU idle after each copy: 700 us before the next copy (x4), 620 us before the pinned one
