@@ -72,9 +72,10 @@ Thresholds
   fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a layer's element-wise tail
   (norm, residual add, activation, casts) without listing whole layers.
 
-Severity: recoverable time against the wall time of the steady-state steps (the whole trace
-when it has no ``ProfilerStep``). Storms in warm-up steps, or launched outside any step, are
-counted apart and recover nothing.
+Severity: recoverable time against the analysed time, the wall time of the steady-state steps
+(the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
+steps, or launched outside any step, are counted apart and recover nothing. Location: the user
+stage around the storms (else the ops that launched most of them), never the device index.
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC201", name="small-kernel-storm", family="launch",
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
@@ -105,11 +107,12 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         storms = _gpu_storms(ctx, th, st)
     else:
         storms = _host_storms(ctx, th, st)
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for s in storms:
-        groups.setdefault(s["location"], []).append(s)
-    for location, group in groups.items():
-        f = _finding(ctx, th, st, location, group)
+        groups.setdefault((s["device"], s["stage"]), []).append(s)
+    devices = sorted({d for d, _ in groups if d >= 0})
+    for (dev, stage), group in groups.items():
+        f = _finding(ctx, th, st, stage, device_tag(dev, devices) if dev >= 0 else "", group)
         if f is not None:
             yield f
 
@@ -132,7 +135,7 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
             stage = _stage(ctx, api.pid[a], api.tid[a], api.start_ns[a])
             op_codes = ops.name[gpu.op[rows][gpu.op[rows] >= 0]] if len(ops) else np.zeros(0, np.int32)
             out.append(dict(
-                location=f"gpu{dev}" + (f":{stage}" if stage else ""), device=dev, run=run,
+                stage=stage, device=dev, run=run,
                 step=int(step_of[rows[0]]), items=gpu.name[rows],
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
                 recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
@@ -152,7 +155,7 @@ def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict
         rows = run.rows
         stage = _stage(ctx, ops.pid[rows], ops.tid[rows], ops.start_ns[rows])
         out.append(dict(
-            location="host" + (f":{stage}" if stage else ""), device=-1, run=run,
+            stage=stage, device=-1, run=run,
             step=int(st.at(ops.start_ns[rows[:1]])[0]), items=ops.name[rows], kernels=0, memsets=0,
             recoverable=max(run.window_ns - len(rows) * floor, 0),
             ops=gg.name_counts(trace, ops.name[rows]),
@@ -167,7 +170,7 @@ def _stage(ctx: Context, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> str
     return gg.short_label(named[0][0]) if named else ""
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
+def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag: str,
              group: list[dict[str, Any]]) -> Finding | None:
     trace = ctx.trace
     for s in group:
@@ -195,23 +198,27 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
     ops_sorted = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
     limit_us = th["max_host_op_us"] if host else th["max_kernel_us"]
     candidate = f"; top fusion candidate {' -> '.join(seq_names[0][0])} x{seq_names[0][1]}" if seq_names else ""
-    where = location.split(":", 1)[1] if ":" in location else ""
+    # the site: the user stage around the launches, else the ops that launched most of the storm
+    site = f"in {where}" if where else (
+        "launched by " + ", ".join(n for n, _ in ops_sorted[:2]) if ops_sorted else
+        "of " + ", ".join(n for n, _ in gg.name_counts(trace, joined[joined >= 0])[:2]))
+    location = f"{'host ops' if host else 'GPU kernels'} {site}{tag}"
     if host:
-        message = (f"host-side op storm: {items} top-level ops shorter than {limit_us:g} us (threshold) back to back "
-                   f"in {len(steady)} run(s){' in ' + where if where else ''}, {gg.us(window)}: ops take "
+        message = (f"host-side op storm: {plural(items, 'top-level op')} shorter than {limit_us:g} us (threshold) back "
+                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {gg.us(window)}: ops take "
                    f"{gg.pct(busy, window)} % of it, the host between them {gg.pct(window - busy, window)} %; "
                    f"dispatch overhead, no GPU in this trace{candidate}")
     else:
         memsets = sum(s["memsets"] for s in steady)
         what = f"kernels ({memsets} of them memsets)" if memsets else "kernels"
-        message = (f"{items} {what} shorter than {limit_us:g} us (threshold) in {len(steady)} storm(s) on GPU "
+        message = (f"{items:,} {what} shorter than {limit_us:g} us (threshold) in {plural(len(steady), 'storm')} on GPU "
                    f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {gg.pct(busy, window)} % of their "
                    f"{gg.us(window)} (threshold < {th['max_busy_pct']:g} %), {gg.us(window - busy)} launch-bound"
                    f"{candidate}")
     floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against {gg.us(st.steady_ns)} of steady step time"
+                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
                 + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
@@ -233,7 +240,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, location: str,
                     "op_counts": dict(s["ops"][:20])},
         ))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, st.steady_ns),
+        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),

@@ -70,9 +70,11 @@ Thresholds
   once it drained the queue everything the host does after it is exposed.
 
 Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
-between already-queued kernels) against the wall time of the steady-state steps (the whole
-trace when it has no ``ProfilerStep``). ``unknown`` gaps are reported with their time but
-claim nothing (``info``): without a cause there is no fix to credit.
+between already-queued kernels) against the analysed time, the wall time of the steady-state
+steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
+are reported with their time but claim nothing (``info``): without a cause there is no fix to
+credit. Location: the cause and where most of the gap time ends (the user stage around the
+launch of the work after the gaps, else its op, else its kernel), never the device index.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family="launch",
                 summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
@@ -109,7 +112,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     step_of_row = gg.gpu_steps(trace, st)
     host = gg.host_view(trace, gg.sync_events(trace))
     min_gap = int(th["min_gap_us"] * 1000)
-    for dev in gg.active_devices(trace):
+    devices = gg.active_devices(trace)
+    for dev in devices:
         gaps = gg.device_gaps(trace, dev)
         causes = gg.gap_causes(trace, gaps, host, th["min_host_share_pct"])
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
@@ -120,12 +124,13 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         for c, cause in enumerate(gg.CAUSES):
             sel = keep[causes.cause[keep] == c]
             if len(sel):
-                f = _finding(ctx, th, st, dev, cause, gaps, causes, sel, step[causes.cause[keep] == c], host)
+                f = _finding(ctx, th, st, dev, device_tag(dev, devices), cause, gaps, causes, sel,
+                             step[causes.cause[keep] == c], host)
                 if f is not None:
                     yield f
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, cause: str, gaps: gg.Gaps,
+def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, cause: str, gaps: gg.Gaps,
              causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray, host: gg.HostView) -> Finding | None:
     length = gaps.length_ns[sel]
     steady = (step >= 0) & ~st.warmup[np.maximum(step, 0)] if len(st.warmup) else np.zeros(len(sel), bool)
@@ -142,25 +147,50 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, cause:
         per_step.append({"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": int(m.sum()),
                          "gap_ns": int(length[m].sum())})
     per = "in the trace (no steps)" if st.synthetic else f"{gg.us(total / n_steps)} per step"
-    message = (f"GPU {dev} idle {gg.us(total)} in {int(steady.sum())} gaps >= {th['min_gap_us']:g} us (threshold), "
-               f"cause {cause}: {per}, {gg.pct(total, st.steady_ns)} % of steady step time"
-               + _hint(ctx, cause, sel, causes))
+    analysed = ctx.analysed_ns
+    site = _site(ctx, gaps, sel[steady])
+    message = (f"GPU {dev} idle {gg.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
+               f"(threshold), cause {cause}: {per}, {gg.pct(total, analysed)} % of steady step time; most of it "
+               f"{site}" + _hint(ctx, cause, sel, causes))
     return Finding(
         code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
-        severity="info" if cause == "unknown" else severity_for(recoverable, st.steady_ns),
+        severity="info" if cause == "unknown" else ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
                   f"steady-state gap time minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
-                  f"between already-queued kernels); severity against {gg.us(st.steady_ns)} of steady step time; "
-                  f"gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add them up"),
-        fix=FIXES[cause], location=f"gpu{dev}:{cause}",
+                  f"between already-queued kernels); severity against the {gg.us(analysed)} analysed (steady step "
+                  f"time); gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add "
+                  f"them up"),
+        fix=FIXES[cause], location=f"{cause} gaps {site}{tag}",
         evidence=_evidence(ctx, st, gaps, causes, sel, step, steady, host, cause),
         values={"cause": cause, "gaps_count": int(steady.sum()), "gap_ns": total,
-                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, st.steady_ns),
+                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, analysed),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
                 "steady_steps_count": len(st.steady), "warmup_gaps_count": int(warm.sum()),
                 "warmup_gap_ns": int(length[warm].sum()), "outside_steps_gap_ns": int(length[step < 0].sum()),
                 "threshold_us": th["min_gap_us"], "per_step": per_step[:50]},
     )
+
+
+def _site(ctx: Context, gaps: gg.Gaps, sel: np.ndarray) -> str:
+    """Where the work that ends most of the gap time was launched: the user stage around its launch
+    call, else its op, else its kernel (weighted by gap length)."""
+    trace = ctx.trace
+    gpu, api, ops, ann = trace.gpu, trace.api, trace.ops, trace.annotations
+    nxt = gaps.next_row[sel]
+    length = gaps.length_ns[sel]
+    a = gpu.api[nxt]
+    ok = a >= 0
+    if ok.any():
+        rows = gg.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
+        stage = heaviest([gg.short_label(trace.strings[int(ann.name[r])]) if r >= 0 else "" for r in rows.tolist()],
+                         length[ok])
+        if stage:
+            return f"in {stage}"
+    op = gpu.op[nxt]
+    best = heaviest([trace.strings[int(ops.name[o])] if o >= 0 else "" for o in op.tolist()], length)
+    if best:
+        return f"before {best}"
+    return f"before {heaviest([trace.strings[int(c)] for c in gpu.name[nxt].tolist()], length) or 'GPU work'}"
 
 
 def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gg.GapCauses) -> str:

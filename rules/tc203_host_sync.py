@@ -59,8 +59,10 @@ Thresholds
   launches, 2,256 stream syncs).
 
 Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
-remains between already-queued kernels) against the wall time of the steady-state steps (the
-whole trace when it has no ``ProfilerStep``); ``info`` when the site caused no measurable idle.
+remains between already-queued kernels) against the analysed time, the wall time of the
+steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
+``info`` when the site caused no measurable idle. Location: the site (op or call and source
+line or op chain), never a device index.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC203", name="host-sync", family="sync",
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
@@ -151,10 +153,13 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     pattern = ratio <= th["max_launches_per_sync_ratio"]
     devices = sorted(set(ev.device[s_sel].tolist()))
     per_step = count / n_steps
-    how_often = "in the trace (no steps)" if st.synthetic else f"in {n_steps} steady steps ({per_step:.4g} per step)"
-    message = (f"{site}: {count} host waits {how_often} blocked the host {gg.us(wait)} and left GPU "
-               f"{', '.join(str(d) for d in devices)} idle {gg.us(caused)} after them ({gg.pct(caused, st.steady_ns)} % "
-               f"of steady step time); calls: {', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
+    analysed = ctx.analysed_ns
+    how_often = "in the trace (no steps)" if st.synthetic else \
+        f"in {plural(n_steps, 'steady step')} ({per_step:.4g} per step)"
+    message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {gg.us(wait)} and left "
+               f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {gg.us(caused)} "
+               f"after {'it' if count == 1 else 'them'} ({gg.pct(caused, analysed)} % of steady step time); calls: "
+               f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
                     f"sync-per-launch, the host never runs ahead of the GPU")
@@ -163,17 +168,17 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
             "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
     return Finding(
         code=RULE.code, name=RULE.name,
-        severity=severity_for(recoverable, st.steady_ns) if recoverable > 0 else "info",
+        severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
         estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
                   f"new work after they returned, minus "
                   f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
-                  f"severity against {gg.us(st.steady_ns)} of steady step time; TC202 lists the same gaps (as "
+                  f"severity against the {gg.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
                   f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3), "steady_steps_count": len(st.steady),
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
-                "gpu_idle_pct_of_step": gg.pct(caused, st.steady_ns), "api_counts": apis,
+                "gpu_idle_pct_of_step": gg.pct(caused, analysed), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
                 "devices": devices, "per_step": per[:50]},

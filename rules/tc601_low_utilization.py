@@ -57,8 +57,12 @@ Thresholds
 
 The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
 inside the windows of steady-state steps that has a host-side cause (launch overhead, data
-loading, host sync); severity: that against the steady steps' wall time (the device's active
-window without steps), ``info`` when none of the idle has a host-side cause.
+loading, host sync); severity: that against the analysed time (the steady steps' wall time),
+on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
+windows are cut from the device's active window (first to last GPU work, as nsys does) and the
+shares in the message are of that window. Location: where most of the low windows' idle ends
+(the user stage around the launch of the next work, else its op, else its kernel), never the
+device index.
 """
 
 from __future__ import annotations
@@ -70,8 +74,9 @@ import numpy as np
 
 from traceclass import timeline as tl
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
@@ -87,7 +92,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     st = gg.steps(trace, ctx.analysis)
     ev = gg.sync_events(trace)
     host = gg.host_view(trace, ev)
-    for dev in gg.active_devices(trace):
+    devices = gg.active_devices(trace)
+    for dev in devices:
         gaps = gg.device_gaps(trace, dev)
         if len(gaps.busy[0]) == 0:  # only zero-length rows (integer-us traces): no timeline
             continue
@@ -97,13 +103,15 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             continue
         for w in windows:
             _explain(ctx, th, w, gaps, causes, ev)
-        yield _finding(th, st, dev, windows, _analysed_ns(st, gaps))
+        yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
 
 
-def _analysed_ns(st: gg.Steps, gaps: gg.Gaps) -> int:
+def _basis_ns(ctx: Context, st: gg.Steps, gaps: gg.Gaps) -> int:
+    """What the windows are cut from: the steady steps, or without steps the device's active window
+    (nsys' choice; the trace's own bounds would add idle nothing explains)."""
     if st.synthetic:
         return int(gaps.busy[1][-1] - gaps.busy[0][0])
-    return st.steady_ns
+    return ctx.analysed_ns
 
 
 def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps) -> list[dict[str, Any]]:
@@ -156,10 +164,32 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
     waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
-    w.update(idle=idle, by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
+    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
              top=tuple(n for n, _ in gg.name_counts(trace, gpu.name[kern])[:3]))
+
+
+def _sites(ctx: Context, next_rows: np.ndarray, idle: np.ndarray) -> list[tuple[str, int]]:
+    """(site, idle ns) of the gaps in a window: the user stage around the launch of the work that
+    ends each gap, else its op, else its kernel."""
+    trace = ctx.trace
+    gpu, api, ops, ann = trace.gpu, trace.api, trace.ops, trace.annotations
+    a = gpu.api[next_rows]
+    ok = a >= 0
+    stage = np.full(len(next_rows), -1, dtype=np.int64)
+    if ok.any():
+        stage[ok] = gg.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
+    out = []
+    for k, r in enumerate(next_rows.tolist()):
+        if stage[k] >= 0:
+            label = "in " + gg.short_label(trace.strings[int(ann.name[stage[k]])])
+        elif gpu.op[r] >= 0:
+            label = "before " + trace.strings[int(ops.name[gpu.op[r]])]
+        else:
+            label = "before " + trace.strings[int(gpu.name[r])]
+        out.append((label, int(idle[k])))
+    return out
 
 
 def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, int]:
@@ -170,7 +200,8 @@ def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, i
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
 
 
-def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[str, Any]], analysed: int) -> Finding:
+def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, windows: list[dict[str, Any]],
+             basis: int) -> Finding:
     steady = [w for w in windows if w["steady"]]
     warm = [w for w in windows if not w["steady"]]
     length = sum(w["end"] - w["start"] for w in steady)
@@ -186,12 +217,16 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
         waits.update(w["waits"])
     explained = _explained(by_cause, between_short)
     parts = ", ".join(f"{c} {gg.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
-    where = "the GPU's active window (no steps)" if st.synthetic else f"{len(st.steady)} steady steps"
-    message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {len(steady)} window(s) of {where}: "
-               f"{gg.us(length)}, {gg.pct(length, analysed)} % of the analysed time, {gg.pct(busy, length)} % busy "
+    where = "the GPU's active window (no steps)" if st.synthetic else plural(len(st.steady), "steady step")
+    pairs = [p for w in steady for p in w["sites"]]
+    site = heaviest([p[0] for p in pairs], [p[1] for p in pairs]) or "without GPU work"
+    message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {plural(len(steady), 'window')} "
+               f"of {where}, most idle {site}: "
+               f"{gg.us(length)}, {gg.pct(length, basis)} % of the {'active window' if st.synthetic else 'analysed time'}, "
+               f"{gg.pct(busy, length)} % busy "
                f"inside; its {gg.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
                f"{th['short_kernel_us']:g} us, {gg.pct(between_short, idle)} % of the idle is launch overhead between two of them"
-               + (f"; {wait_events} host waits" if wait_events else "")
+               + (f"; {plural(wait_events, 'host wait')}" if wait_events else "")
                + (" -> see " + ", ".join(f"{k} ({gg.us(v)})" for k, v in explained.items()) if explained else ""))
     evidence = []
     for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
@@ -199,7 +234,7 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
         causes = ", ".join(f"{c} {gg.pct(ns, w['idle'])} %" for c, ns in
                            sorted(w["by_cause"].items(), key=lambda kv: -kv[1]) if ns > 0)
         evidence.append(Evidence(
-            what=(f"{gg.us(n)} at {gg.pct(w['busy'], n)} % busy ({w['chunks']} chunk(s) of {gg.us(w['chunk'])}), "
+            what=(f"{gg.us(n)} at {gg.pct(w['busy'], n)} % busy ({plural(w['chunks'], 'chunk')} of {gg.us(w['chunk'])}), "
                   f"idle by cause: {causes or 'none'}; {w['short']}/{w['kernels']} kernels < "
                   f"{th['short_kernel_us']:g} us" + (f"; waits: {', '.join(w['waits'])}" if w["waits"] else "")
                   + ("" if w["steady"] else " (warm-up step)")),
@@ -213,20 +248,21 @@ def _finding(th: Mapping[str, Any], st: gg.Steps, dev: int, windows: list[dict[s
         ))
     recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, analysed) if recoverable else "info",
+        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
         message=message,
         recoverable_ns=recoverable,
         estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
                   "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
                   "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
-                  f"against {gg.us(analysed)} of analysed time"),
+                  f"against the {gg.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
-        location=f"gpu{dev}", evidence=tuple(evidence),
-        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, analysed),
+        location=f"low utilization {site}{tag}", evidence=tuple(evidence),
+        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, basis),
                 "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
                 "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),
-                "explained_by_ns": explained, "analysed_ns": analysed, "warmup_windows_count": len(warm),
+                "explained_by_ns": explained, "basis_ns": basis, "analysed_ns": ctx.analysed_ns,
+                "warmup_windows_count": len(warm),
                 "warmup_idle_ns": sum(w["idle"] for w in warm), "threshold_pct": th["max_util_pct"]},
     )

@@ -62,12 +62,15 @@ def test_cuda_event_sync_host_syncs():
     assert item.values["api_counts"] == {"cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1}
     # the 1-byte pageable DtoH copy ends at 2367 us (inside the wait); the spin kernel's launch
     # call returns at 2466 us, the kernel starts at 2467 us
-    assert item.values["gpu_idle_ns"] == 99_000 and item.severity == "medium"
+    # 97 us recoverable (3.1 % of the 3.15 ms step), under the 0.1 ms a medium finding needs
+    assert item.values["gpu_idle_ns"] == 99_000 and item.severity == "low"
+    assert "1 host wait in 1 steady step (1 per step) blocked the host 40.0 us and left GPU 0 idle 99.0 us after it" \
+        in item.message
     # the event and device syncs wait for the last kernel: no GPU work follows them
     assert fs["cudaEventSynchronize"].values["host_wait_ns"] == 34_000
     assert fs["cudaDeviceSynchronize"].severity == "info"
-    gaps = {f.location: f for f in _findings("torch/gpu/cuda_event_sync.json.gz", "TC202")}
-    assert gaps["gpu0:host-sync"].values["max_gap_ns"] == 100_000
+    gaps = {f.values["cause"]: f for f in _findings("torch/gpu/cuda_event_sync.json.gz", "TC202")}
+    assert gaps["host-sync"].values["max_gap_ns"] == 100_000
 
 
 def test_qwen_decode_preamble_is_a_storm():
@@ -113,10 +116,10 @@ def test_lockfuehrer_sync_per_launch():
     assert s.values["syncs_count"] == 2_256 and s.values["launches_count"] == 2_254
     assert s.values["sync_per_launch"] is True and s.severity == "high"
     assert "sync-per-launch" in s.message
-    gaps = {f.location: f for f in _findings("nsys/lockfuehrer_beast__report1_b.sqlite", "TC202")}
+    gaps = {f.values["cause"]: f for f in _findings("nsys/lockfuehrer_beast__report1_b.sqlite", "TC202")}
     # the same idle seen as gaps, one of about 67 us per iteration; TC203 stops at the return of
     # the next launch call, which the kernel follows within ~1 us
-    hs = gaps["gpu0:host-sync"].values
+    hs = gaps["host-sync"].values
     assert hs["gaps_count"] == 2_257
     assert 0.98 * hs["gap_ns"] < s.values["gpu_idle_ns"] < hs["gap_ns"]
 
@@ -126,13 +129,13 @@ def test_b200_eager_decode_is_launch_bound():
     assert sum(f.values["storms_count"] for f in storms) >= 30  # a tail of 8 short kernels per layer
     (u,) = _findings("torch/gpu/b200_eager.json.gz", "TC601")
     assert u.values["busy_pct_inside"] < 20 and list(u.values["explained_by_ns"])[0] == "TC202"
-    lo = {f.location: f for f in _findings("torch/gpu/b200_eager.json.gz", "TC202")}["gpu0:launch-overhead"]
+    lo = {f.values["cause"]: f for f in _findings("torch/gpu/b200_eager.json.gz", "TC202")}["launch-overhead"]
     assert lo.values["gaps_count"] > 600 and lo.severity == "high"
 
 
 def test_cpu_trace_tiny_op_loop():
     fs = {f.location: f for f in _findings("torch/cpu/mixed_stack.step6.pt.trace.json.gz", "TC201")}
-    loop = fs["host:stage:tiny_ops"]
+    loop = fs["host ops in stage:tiny_ops"]
     assert loop.message.startswith("host-side op storm")
     assert {"aten::mul", "aten::add"} <= set(loop.values["op_counts"])
     for code in ("TC202", "TC203", "TC601"):  # no GPU: nothing to say
