@@ -28,7 +28,12 @@ def _mm_trace(tmp_path, gpu: str, kernel: str, dur: int = 10_000_000, **op_args)
 def test_fp32_sgemm_on_a100_could_use_tf32(tmp_path):
     t = _mm_trace(tmp_path, "NVIDIA A100-SXM4-80GB", "ampere_sgemm_128x64_nn")
     (f,) = findings_for(t, "TC101")
-    assert f.location == "device 0 fp32 matmuls/convolutions off the tensor cores"
+    assert f.location == "fp32 matmuls/convolutions off the tensor cores: aten::mm"
+    # no steps: the analysed time is the whole trace, 0 .. 10.1 ms
+    assert f.values["analysed_ns"] == 10_100_000
+    assert f.message.startswith("GPU 0: 1 fp32 op group ran 10 ms off the tensor cores of")
+    assert "8.75 ms recoverable, 86.6% of the 10.1 ms analysed (threshold 1.0% and 100 us); worst: aten::mm" \
+        in f.message
     # compute-bound at both roofs: 10 ms x (1 - 19.5 / 156 TFLOP/s)
     assert f.recoverable_ns == 8_750_000
     assert f.values["target_precision"] == "tf32" and f.severity == "high"
@@ -81,7 +86,7 @@ def test_bf16_misaligned_against_aligned_reference(tmp_path):
     ext = b.op("aten::mm", 100_000, 50_000, **_bf16(8192, 4095, 4096))
     b.launch(ext, "cutlass_gemm_align1", 110_000, 500_000, 600_000)
     (f,) = findings_for(load(b.write(tmp_path / "mis.json")), "TC101")
-    assert f.location == "device 0 matmuls/convolutions with misaligned dimensions"
+    assert f.location == "matmuls/convolutions with misaligned dimensions: aten::mm"
     # the aligned GEMM reaches lb/400 us of the roof; at that fraction K=4095 takes 400 us x 4095/4096
     assert f.recoverable_ns == int(600_000 - 400_000 * 4095 / 4096)
     (e,) = f.evidence

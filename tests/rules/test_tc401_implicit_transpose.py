@@ -45,12 +45,13 @@ def test_permute_contiguous_on_cpu(tmp_path):
     b = KinetoBuilder(gpu_name=None)
     _permute_contiguous(b, 0, PERMUTED)
     (f,) = findings_for(load(b.write(tmp_path / "cpu.json")), "TC401")
-    assert f.location == "host transposing copies"
+    assert f.location == "host transposing copies: aten::contiguous"
     assert f.recoverable_ns == 500_000  # aten::contiguous inclusive time
-    host = 10_000 + 500_000 + 1_000_000  # top-level op time
-    assert f.values["analysed_ns"] == host and f.values["calls_count"] == 1
+    # no steps: the analysed time is the whole trace, 0 .. the end of aten::mm at 1.6 ms
+    assert f.values["analysed_ns"] == 1_600_000 and f.values["calls_count"] == 1
+    assert "host: 1 transposing copy at 1 site took 500 us (31.2% of the 1.6 ms analysed" in f.message
     assert f.values["bytes"] == 2 * NBYTES  # read once, written once
-    assert f.severity == "high"
+    assert f.severity == "medium"  # 31 % of the trace, but 0.5 ms: high needs 1 ms
     (e,) = f.evidence
     assert e.ops == ("aten::contiguous",) and e.duration_ns == 500_000 and e.count == 1
     assert e.values["after_op"] == "aten::permute" and e.values["input_strides"] == "8192,1,128"
@@ -79,7 +80,7 @@ def test_channels_last_weight_with_nchw_input(tmp_path):
          concrete=["", "", "False"])
     b.op("aten::mkldnn_convolution", 310_000, 600_000, dims=[x, w], types=["float", "float"], strides=[cl_x, cl_w])
     (f,) = findings_for(load(b.write(tmp_path / "cl.json")), "TC401")
-    assert f.location == "host memory-format mismatches"
+    assert f.location == "host memory-format mismatches: aten::conv2d"
     assert f.recoverable_ns == 300_000 and f.values["bytes"] == 2 * 32 * 3 * 32 * 32 * 4
     (e,) = f.evidence
     assert e.ops == ("aten::conv2d",)
@@ -99,11 +100,11 @@ def test_gpu_copy_kernels_and_layout_kernels(tmp_path):
     b.launch(conv, "sm80_xmma_fprop_implicit_gemm", 70_000, 270_000, 400_000)
     b.launch(conv, "cudnn::ops::nhwcToNchwKernel", 75_000, 670_000, 30_000)
     fs = {f.location: f for f in findings_for(load(b.write(tmp_path / "gpu.json")), "TC401")}
-    assert set(fs) == {"device 0 transposing copies", "device 0 layout-conversion kernels"}
-    t = fs["device 0 transposing copies"]
-    assert t.recoverable_ns == 50_000 and t.values["analysed_ns"] == 600_000  # window 100 us .. 700 us
+    assert set(fs) == {"transposing copies: aten::contiguous", "layout-conversion kernels: aten::cudnn_convolution"}
+    t = fs["transposing copies: aten::contiguous"]
+    assert t.recoverable_ns == 50_000 and t.values["analysed_ns"] == 700_000  # no steps: 0 .. 700 us
     assert t.evidence[0].kernels == ("at::native::elementwise_kernel",) and ext > 0
-    k = fs["device 0 layout-conversion kernels"]
+    k = fs["layout-conversion kernels: aten::cudnn_convolution"]
     assert k.recoverable_ns == 100_000 and k.values["calls_count"] == 2
     assert {e.what for e in k.evidence} == {"1x cudnn::ops::nchwToNhwcKernel launched by aten::cudnn_convolution",
                                             "1x cudnn::ops::nhwcToNchwKernel launched by aten::cudnn_convolution"}
