@@ -54,7 +54,7 @@ def test_trace_against_sampled_profile_is_nothing_comparable(tmp_path, capsys):
     assert main(["check", str(a), "--baseline", str(BASELINE)]) == 2
     out = capsys.readouterr().out
     assert "nothing comparable: no steps or ranges in the candidate; " in out
-    assert "no memory events in the candidate" in out  # the baseline sample has host memory events
+    assert "no memory events in the candidate |" in out  # the baseline sample has host memory events; no torch hint for py-spy
 
 
 def test_check_help_documents_exit_2_for_nothing_comparable(capsys):
@@ -72,3 +72,16 @@ def test_baseline_of_a_sampled_profile_says_check_cannot_gate_it(tmp_path, capsy
     err = capsys.readouterr().err
     assert "no steps — a sampled CPU profile: `traceclass check` has nothing to gate in it" in err
     assert main(["check", str(a), "--baseline", str(tmp_path / "bl.json")]) == 2
+
+
+def test_memory_note_suggests_profile_memory_only_for_torch_traces(tmp_path, capsys):
+    from kineto_builder import KinetoBuilder
+
+    kb = KinetoBuilder(gpu_name=None)
+    for n in range(3):
+        kb.step(n, n * 1_000_000, 900_000)
+        kb.op("aten::mm", n * 1_000_000 + 10_000, 500_000)
+    trace = kb.write(tmp_path / "t.json")
+    assert main(["check", str(trace), "--baseline", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "no memory events in either run (record with profile_memory=True)" in out

@@ -276,8 +276,10 @@ def _memory_row(b: Run, c: Run, th: float) -> CheckRow:
     limit = _limit("peak_memory_pct", th)
     pb, pc = peak_memory(b), peak_memory(c)
     if pb is None or pc is None:
+        where = _which(pb is None, pc is None)
+        torch = any(r.cpu is None and r.format == "kineto" for r, p in ((b, pb), (c, pc)) if p is None)
         return CheckRow("peak memory", "", None, None, "bytes", limit, NOT_APPLICABLE, None,
-                        "no memory events (record with profile_memory=True)")
+                        f"no memory events in {where}" + (" (record with profile_memory=True)" if torch else ""))
     if pb[0] != pc[0] and not (pb[0].startswith("GPU") and pc[0].startswith("GPU")):
         return CheckRow("peak memory", f"{pb[0]} / {pc[0]}", pb[1], pc[1], "bytes", limit, NOT_APPLICABLE, None,
                         "peaks of different devices")
