@@ -35,7 +35,7 @@ def test_rule_thresholds_are_documented(rule):
     thresholds_section = rule.doc[rule.doc.find("Thresholds"):]
     for key in th:
         assert key in thresholds_section, f"{rule.info.code}: threshold {key} not explained in the docstring"
-        assert re.search(r"_(us|ms|ns|pct|bytes|count|x|ratio|per_step|gb_s|kb|mb)$|^(min|max)_", key), \
+        assert re.search(r"_(us|ms|ns|pct|bytes|count|x|ratio|per_step|gb_s|kb|mb|regex)$|^(min|max)_", key), \
             f"{rule.info.code}.{key}: put the unit in the key name"
 
 

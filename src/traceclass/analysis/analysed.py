@@ -35,6 +35,8 @@ class AnalysedTime:
     end_ns: np.ndarray
     steps_count: int  # steady steps (1 for the synthetic whole-trace step)
     synthetic: bool  # no steps in the trace: the whole trace is the one step
+    step_start_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # each step,
+    step_end_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # by start
 
     @property
     def total_ns(self) -> int:
@@ -72,7 +74,9 @@ def analysed_time(analysis: Any) -> AnalysedTime:
     if not step.any():  # every step empty or warm-up: the steps that are not warm-up, else all
         step = is_step & ~occ.warmup if (is_step & ~occ.warmup).any() else is_step
     s, e = tl.merge(occ.start_ns[step], occ.end_ns[step])
-    return AnalysedTime(s, e, int(step.sum()), bool(occ.synthetic))
+    order = np.argsort(occ.start_ns[step], kind="stable")
+    return AnalysedTime(s, e, int(step.sum()), bool(occ.synthetic),
+                        occ.start_ns[step][order].astype(np.int64), occ.end_ns[step][order].astype(np.int64))
 
 
 def gpu_in_analysed(trace: Trace, at: AnalysedTime) -> np.ndarray:
