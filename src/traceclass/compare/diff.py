@@ -474,7 +474,7 @@ def _per_step(o: OpGroup | None, run: Run, series: bool) -> tuple[list[float], f
     if series and o is not None and len(o.step_ns) == run.series_steps:
         xs = [float(x) for x in o.step_ns]
         return xs, sum(xs) / len(xs)
-    return [], ((o.total_ns if o is not None else 0) / max(run.steps_in_trace, 1))
+    return [], ((o.total_ns if o is not None else 0) / max(run.steps_of_ops, 1))
 
 
 def _op_delta(ob: OpGroup | None, oc: OpGroup | None, b: Run, c: Run, series: bool, status: str) -> OpDelta:

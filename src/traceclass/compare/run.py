@@ -27,7 +27,7 @@ from traceclass.rule import Finding
 
 # the report keys a comparison reads (the rest of the report is not needed)
 _KEYS = ("schema_version", "traceclass_version", "source", "hardware", "devices", "stages", "ops",
-         "ops_time_basis", "kernels", "kernel_families", "memory", "step_series_steps", "findings",
+         "ops_time_basis", "ops_cover", "kernels", "kernel_families", "memory", "step_series_steps", "findings",
          "thresholds")
 
 
@@ -184,6 +184,7 @@ class Run:
     memory: tuple[Memory, ...]
     findings: tuple[FindingRef, ...]
     series_steps: int  # steady steps behind OpGroup.step_ns (0: no series in the input)
+    ops_cover: str  # "steady steps" (current reports) or "" (older reports: every step)
     warmup_steps: int | None
     has_gpu: bool
     cpu: CpuRun | None = None  # sampled CPU profile, when the trace holds samples
@@ -204,6 +205,14 @@ class Run:
     def steps_in_trace(self) -> int:
         st = self.step
         return (st.count + st.warmup_count) if st else 0
+
+    @property
+    def steps_of_ops(self) -> int:
+        """Steps the op totals cover: steady ones in current reports, all in older ones."""
+        st = self.step
+        if st is None:
+            return 0
+        return st.count if self.ops_cover == "steady steps" else st.count + st.warmup_count
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -373,6 +382,7 @@ def _run_from_dict(d: Mapping[str, Any]) -> Run:
         memory=memory,
         findings=tuple(findings),
         series_steps=int(d.get("step_series_steps", 0) or 0),
+        ops_cover=str(d.get("ops_cover") or ""),
         warmup_steps=int(warm) if isinstance(warm, (int, float)) else None,
         has_gpu=bool(devices) or int(counts.get("gpu_activities", 0) or 0) > 0,
         cpu=_cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None,

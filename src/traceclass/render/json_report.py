@@ -36,7 +36,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "bound_mix_pct": bound_mix(report),
     }
     order = ["schema_version", "traceclass_version", "source", "verdict", "devices", "stages", "ops",
-             "ops_total_ns", "ops_time_basis", "unmodeled_ops", "kernels", "kernel_families", "memory",
+             "ops_total_ns", "ops_time_basis", "ops_cover", "unmodeled_ops", "kernels", "kernel_families", "memory",
              "step_series_steps", "findings", "opportunities", "hardware", "cpu_profile", "notes",
              "rule_errors", "thresholds"]
     return {k: d[k] for k in order if k in d}

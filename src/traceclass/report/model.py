@@ -213,6 +213,7 @@ class Report:
     thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
     rule_errors: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    ops_cover: str = "steady steps"  # which steps the op groups' totals cover
     kernel_families: tuple[KernelFamilyRow, ...] = ()
     memory: tuple[MemoryRow, ...] = ()
     step_series_steps: int = 0  # steady steps behind OpRow.step_ns / KernelFamilyRow.step_ns
