@@ -62,3 +62,10 @@ def test_clip_and_percentile():
     assert c[0].tolist() == [5, 20] and c[1].tolist() == [10, 25]
     assert tl.percentile(np.array([1, 2, 3, 4]), 50) == 2.5
     assert np.isnan(tl.percentile(np.array([]), 50))
+
+
+def test_duration_text_never_prints_1000_of_a_unit():
+    from traceclass.units import duration
+
+    assert [duration(x) for x in (999.4, 999.6, 99_960, 999_600, 999_600_000)] == \
+        ["999 ns", "1 µs", "100 µs", "1 ms", "1 s"]

@@ -19,12 +19,13 @@ def duration(ns: float | None, ascii: bool = False) -> str:
     assert ns is not None
     a = abs(ns)
     us = "us" if ascii else "µs"
-    if a < 1_000:
+    # thresholds sit where rounding would print "1000": 999.6 ns is "1 us", not "1000 ns"
+    if a < 999.5:
         return f"{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.3g} {us}" if a < 100_000 else f"{ns / 1e3:.0f} {us}"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.3g} ms" if a < 100_000_000 else f"{ns / 1e6:.0f} ms"
+    if a < 999_500:
+        return f"{ns / 1e3:.3g} {us}" if a < 99_950 else f"{ns / 1e3:.0f} {us}"
+    if a < 999_500_000:
+        return f"{ns / 1e6:.3g} ms" if a < 99_950_000 else f"{ns / 1e6:.0f} ms"
     return f"{ns / 1e9:.3g} s"
 
 
