@@ -155,9 +155,11 @@ def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
     assert prof.hottest_running().function == "fib"
     assert prof.verdict() == (
         "CPU profile, of sampled thread time: 33% running (33% Python compute), 67% waiting (33% lock or condition "
-        "wait, 20% sleep, 13% file or socket I/O); the hottest on-CPU line is `fib` (`/workspace/cpu_lock.py:8`) "
+        "wait, 20% sleep, 13% file or socket I/O); the hottest on-CPU line is fib (/workspace/cpu_lock.py:8) "
         "with 26%.")
-    assert prof.verdict(lambda s: s).endswith("the hottest on-CPU line is fib (/workspace/cpu_lock.py:8) with 26%.")
+    # names go through the caller's formatter (markdown code spans); the rest is plain text
+    assert prof.verdict(lambda s: f"`{s}`").endswith(
+        "the hottest on-CPU line is `fib` (`/workspace/cpu_lock.py:8`) with 26%.")
 
 
 def test_def_lines_count_as_unknown_only_when_they_are_all_a_function_shows():
@@ -264,7 +266,7 @@ def test_frames_that_are_not_python_are_native_or_other():
     assert {h.function: h.kind for h in prof.hot_spots}["SpinPause"] == "other"
     assert prof.verdict() == (
         "CPU profile, of sampled thread time: 99% running (92% native/extension compute, 7% native/other code "
-        "(not Python)), 1% waiting (1% file or socket I/O); the hottest on-CPU line is `hypercall_page_[k]` with 8%.")
+        "(not Python)), 1% waiting (1% file or socket I/O); the hottest on-CPU function is hypercall_page_[k] with 8%.")
     assert "Python compute" not in cpu_profile_markdown(prof)
 
 

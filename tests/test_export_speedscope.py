@@ -244,3 +244,87 @@ def test_cli_export(tmp_path, capsys):
     assert not (tmp_path / "y.json").exists()
     # never overwrite the input
     assert main(["export", str(out), "-o", str(out)]) == 2
+
+
+def test_unitless_evented_profile_keeps_its_unit_and_values(tmp_path):
+    """speedscope's unit "none" is not time: the export keeps "none" and the values (no /1000)."""
+    trace = load(corpus("speedscope", "speedscope", "0.0.1", "simple.speedscope.json"))
+    doc, _, self_by_profile, back = _roundtrip(tmp_path, trace)
+    (p,) = doc["profiles"]
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    assert p["type"] == "sampled" and p["unit"] == "none" and p["endValue"] == 14.0
+    assert [[names[i] for i in s] for s in p["samples"]] == [["a", "b", "c"], ["a", "b", "d"], ["a", "b", "c"], ["a", "b"]]
+    assert p["weights"] == [2.0, 4.0, 3.0, 5.0]  # event order, the file's own values
+    assert self_by_profile[p["name"]] == {("b", None, None): 5, ("c", None, None): 5, ("d", None, None): 4}
+    again = profile_samples(back)
+    assert again.unit == "units" and again.weight_unit == "none" and again.total_value == 14
+
+
+def test_profile_names_are_readable(tmp_path):
+    doc, _ = build(load(corpus("torch", "gpu", "cuda_event_sync.json.gz")))
+    assert [p["name"] for p in doc["profiles"]] == [
+        "thread 948300 (python3.10) (pid 948300)", "GPU 0 stream 7", "GPU 0 sync events", "GPU 0 stream 7 sync events"]
+    doc, _ = build(load(corpus("torch", "gpu", "a100_nccl_collectives.json.gz")))
+    # Kineto's runtime-callback thread id is a 32-bit id written signed (-549452224)
+    assert [p["name"] for p in doc["profiles"]] == [
+        "pid 2910249, tid 3745515072", "thread 2910249 (pt_main_thread) (pid 2910249)",
+        "thread 2919752 (pt_autograd_0) (pid 2910249)", "GPU 0 stream 7", "GPU 0 stream 40"]
+    for p in doc["profiles"]:
+        assert "-" not in p["name"].replace("pt_", "")
+
+
+def test_sync_records_without_a_stream_get_their_own_profile():
+    try:
+        trace = load(corpus("nsys", "p4arth_cuda-perf-sandbox__report1.sqlite"))
+    except Exception as exc:  # noqa: BLE001 - the nsys reader is another module
+        pytest.skip(f"nsys reader not usable here: {exc}")
+    doc, _ = build(trace)
+    names = [p["name"] for p in doc["profiles"]]
+    assert names == ["vecAdd (pid 1246, tid 1246)", "GPU 0 stream 7", "GPU 0 sync events",
+                     "vecAdd (pid 1246, tid 1246) samples", "[NSys] (pid 1246, tid 1276)",
+                     "[NSys Comms] (pid 1246, tid 1277)", "CUPTI worker thread (pid 1246, tid 1280)"]
+    assert not any("4294967295" in n for n in names)
+
+
+def test_labels():
+    from traceclass.export.speedscope import gpu_label, host_label
+
+    assert host_label("", -1, -1) == "all threads"
+    assert host_label("main", -1, 5) == "main (tid 5)"
+    assert host_label("", 7, -549452224) == "pid 7, tid 3745515072"
+    assert host_label("thread 8 (python)", 7, 8) == "thread 8 (python) (pid 7)"
+    assert host_label("worker", 7, 8) == "worker (pid 7, tid 8)"
+    assert gpu_label(0, 4294967295, True) == "GPU 0 sync events"
+    assert gpu_label(0, -1, False) == "GPU 0 (no stream)"
+    assert gpu_label(1, 13, True) == "GPU 1 stream 13 sync events"
+
+
+def test_mixed_sampled_and_timed_frames_are_not_written_twice(tmp_path):
+    frames = [{"name": "a", "file": "/x/a.py", "line": 1}, {"name": "b", "file": "/x/a.py", "line": 2}]
+    doc_in = {"$schema": SCHEMA, "shared": {"frames": frames}, "profiles": [
+        {"type": "sampled", "name": "s", "unit": "milliseconds", "startValue": 0, "endValue": 3,
+         "samples": [[0], [0, 1], [0, 1]], "weights": [1, 1, 1]},
+        {"type": "evented", "name": "e", "unit": "milliseconds", "startValue": 0, "endValue": 4,
+         "events": [{"type": "O", "at": 0, "frame": 0}, {"type": "O", "at": 1, "frame": 1},
+                    {"type": "C", "at": 3, "frame": 1}, {"type": "C", "at": 4, "frame": 0}]},
+    ]}
+    p = tmp_path / "m.speedscope.json"
+    p.write_text(json.dumps(doc_in))
+    trace = load(p)
+    assert trace.meta["samples_from"] == "mixed" and trace.meta["interval_rows"] == [2, 4]
+    doc, _ = build(trace)
+    validate(doc)
+    kinds = [(q["type"], q["name"]) for q in doc["profiles"]]
+    assert kinds == [("evented", "e (tid 1)"), ("sampled", "s (tid 0)")]
+    (sampled,) = [q for q in doc["profiles"] if q["type"] == "sampled"]
+    # the 3 samples of the sampled profile only (the evented one's derived rows are not repeated)
+    assert sampled["weights"] == [0.001, 0.001, 0.001] and sampled["unit"] == "seconds"
+
+
+def test_cli_export_of_a_unitless_file(tmp_path, capsys):
+    out = tmp_path / "u.speedscope.json"
+    src = corpus("speedscope", "speedscope", "0.0.1", "simple.speedscope.json")
+    assert main(["export", "--to", "speedscope", str(src), "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(p["unit"], p["weights"]) for p in doc["profiles"]] == [("none", [2.0, 4.0, 3.0, 5.0])]
+    assert "wrote" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import pytest
 from conftest import corpus
 from sampled_oracle import self_and_total, speedscope_sampled
 from traceclass.analysis.cpu_profile import profile_samples
+from traceclass.render.cpu_markdown import cpu_profile_markdown
 from traceclass.errors import TraceFormatError
 from traceclass.ingest import load
 from traceclass.ingest.frametext import parse_pseudo
@@ -87,15 +88,38 @@ def test_sample_order_kept_as_runs():
 def test_evented_spec_file():
     for name in ("simple.speedscope.json", "simple-no-pretty-print.speedscope.json"):
         tr = load(corpus("speedscope", "speedscope", "0.0.1", name))
-        py = tr.python
-        got = sorted((tr.strings[int(n)], int(s), int(e), int(d)) for n, s, e, d in zip(py.name, py.start_ns, py.end_ns, py.depth))
-        # unit "none": values are kept as abstract units
-        assert got == [("a", 0, 14, 0), ("b", 0, 14, 1), ("c", 0, 2, 2), ("c", 6, 9, 2), ("d", 2, 6, 2)]
+        # unit "none" is not time: no timed frames (they would read as ns), no time bounds
+        assert len(tr.python) == 0 and tr.time_bounds() is None
+        # the frames' self values in event order: c 0-2, d 2-6, c 6-9, b 9-14
+        s = tr.samples
+        leaf = [tr.strings[int(tr.frames.function[tr.stacks.frame[n]])] for n in s.node]
+        assert list(zip(leaf, s.weight_ns.tolist())) == [("c", 2), ("d", 4), ("c", 3), ("b", 5)]
         prof = profile_samples(tr)
-        assert prof.unit == "units" and prof.from_intervals
+        assert prof.unit == "units" and prof.from_intervals and prof.total_ns is None
+        assert prof.weight_unit == "none" and prof.includes_idle_basis == "unitless"
         got_self = {h.function: h.self_value for h in prof.hot_spots}
         assert got_self == {"b": 5, "c": 5, "d": 4}
-        assert tr.meta["weight_unit"] == "none"
+        assert tr.meta["weight_unit"] == "none" and tr.meta["samples_from"] == "intervals"
+        md = cpu_profile_markdown(prof)
+        assert "- Source: `speedscope` evented frames; 1 thread; 14 units of frame self value (not time)." in md
+        assert " ns" not in md and "µs" not in md
+
+
+def test_unknown_unit_is_read_as_none_and_bytes_kept(tmp_path):
+    frames = [{"name": "a"}, {"name": "b"}]
+    prof = {"type": "sampled", "name": "p", "unit": "<b>parsecs</b>", "startValue": 0, "endValue": 3,
+            "samples": [[0], [0, 1]], "weights": [1, 2]}
+    p = tmp_path / "u.speedscope.json"
+    p.write_text(json.dumps(_doc([prof], frames)))
+    tr = load(p)
+    assert tr.meta["weight_unit"] == "none"
+    assert "1 unit name(s) not in the speedscope spec: read as 'none'" in tr.notes
+    p.write_text(json.dumps(_doc([dict(prof, unit="bytes")], frames)))
+    cpu = profile_samples(load(p))
+    assert cpu.weight_unit == "bytes" and cpu.unit == "units" and cpu.total_value == 3
+    assert cpu.verdict() == ("CPU profile: 100% of profile weight (bytes) is native/other code (not Python); "
+                             "the heaviest frame is b with 67%.")
+    assert "total weight 3 bytes (not time)" in cpu_profile_markdown(cpu)
 
 
 def test_sampled_spec_files():
@@ -112,7 +136,8 @@ def test_sampled_spec_files():
 def test_invalid_files_decided():
     # an O never closed: repaired, closed at the profile's endValue, and said so
     tr = load(corpus("speedscope", "speedscope", "invalid", "incomplete-trace.json"))
-    assert len(tr.python) == 1 and int(tr.python.end_ns[0]) == 100
+    # unit none: the frame left open is closed at the profile's end, 100 units
+    assert len(tr.python) == 0 and tr.samples.weight_ns.tolist() == [100]
     assert any("never closed" in n for n in tr.notes)
     # closing a frame that is not on top: rejected, as speedscope does
     with pytest.raises(TraceFormatError, match="LIFO"):

@@ -157,7 +157,8 @@ class CpuProfile:
     samples: int | None
     includes_idle: bool | None
     #: "recorded" (the reader or `record` knows), "inferred" (see idle_evidence), "unknown",
-    #: "thread state" (states per sample, idle or not), "timed" (wall-clock frames, no sampling)
+    #: "thread state" (states per sample, idle or not), "timed" (wall-clock frames, no sampling),
+    #: "unitless" (values are not time: speedscope unit none or bytes)
     includes_idle_basis: str
     gil_only: bool | None
     waiting_basis: str  # "thread state" or "frames"
@@ -189,19 +190,24 @@ class CpuProfile:
 
     def verdict(self, name: Callable[[str], str] | None = None) -> str:
         """One sentence for the report's summary: the running, waiting and unknown shares, and
-        the hottest *on-CPU* line (a wait is never called hot). ``name`` formats the line's
-        function and location (untrusted text); the default makes a markdown code span."""
+        the hottest *on-CPU* line (a wait is never called hot).
+
+        ``name`` formats the line's function and location (untrusted text from the profile).
+        Everything else in the sentence is our own words and numbers, plain text that needs no
+        escaping. Without ``name`` the names are left as they are: the caller then escapes the
+        whole sentence as prose (the report's verdict does)."""
         if not self.total_value or not self.kinds:
             return ""
-        fmt = name or _code_span
+        fmt = name or _same
         if self.unit == "units":
             top = self.kinds[0]
-            text = f"CPU profile: {top.pct:.0f}% of profile weight ({self.weight_unit or 'not time'}) is {top.label}"
+            unit = "bytes" if self.weight_unit == "bytes" else "unitless, not time"
+            text = f"CPU profile: {top.pct:.0f}% of profile weight ({unit}) is {top.label}"
             if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
                 text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
             hot = self.hottest_running()
             if hot is not None:
-                text += f"; the heaviest line is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+                text += f"; the heaviest frame is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
             return text + "."
         what = "timed frames' self time" if self.from_intervals else "sampled thread time"
         running = [k for k in self.kinds if _running(k.kind)]
@@ -222,7 +228,8 @@ class CpuProfile:
         text = f"CPU profile, of {what}: " + ", ".join(segs)
         hot = self.hottest_running()
         if hot is not None and hot.self_pct >= 1:
-            text += f"; the hottest on-CPU line is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+            what = "line" if hot.line is not None else "function"
+            text += f"; the hottest on-CPU {what} is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
         elif self.unverified_pct >= 50:
             text += "; no line is known to be on-CPU"
         text += "."
@@ -253,16 +260,8 @@ def _frame_text(f: FrameStat, fmt: Callable[[str], str]) -> str:
     return f"{fmt(f.function)} ({fmt(f.location)})" if f.location else fmt(f.function)
 
 
-def _code_span(text: str, limit: int = 90) -> str:
-    """A markdown code span for untrusted text (the analysis layer cannot use the renderer's)."""
-    s = " ".join(re.sub(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]", " ", str(text)).split())
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    if not s:
-        return "—"
-    fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
+def _same(text: str) -> str:
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -758,7 +757,7 @@ def _idle(
     if sampling is not None and sampling.includes_idle is not None:
         return sampling.includes_idle, "recorded", None
     if not sample_based:
-        return None, "timed", None
+        return None, ("unitless" if trace.meta.get("weight_unit") else "timed"), None
     if states_known:
         return None, "thread state", None
     # without --idle py-spy drops the samples of idle threads: a mostly-waiting thread sampled
@@ -785,7 +784,9 @@ def _notes(trace: Trace, unit: str, from_intervals: bool, includes_idle: bool | 
     out = []
     if unit == "samples" and (trace.sampling is None or not trace.sampling.interval_ns):
         out.append("no sampling interval in the file: values are sample counts")
-    if from_intervals:
+    if from_intervals and unit == "units":
+        out.append("values are self values of evented frames in the file's unit, not time")
+    elif from_intervals:
         out.append("values are self times of timed frames (wall clock), not CPU samples")
     if includes_idle is False:
         out.append("recorded without idle samples: waiting time is mostly missing")

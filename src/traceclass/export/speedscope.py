@@ -7,8 +7,14 @@
   rejects partial nesting. Times are microseconds from the trace's first timestamp.
 * Stack samples become *sampled* profiles, one per thread, in the order of the sample rows:
   one entry per sample (weight 1/rate seconds) when the sampling interval is known, else one
-  entry per row weighted by its time, or by its count when the trace has no time per sample. Samples that a reader derived from timed frames are not
-  written twice.
+  entry per row weighted by its time, or by its count (unit ``none``) when the trace has no time
+  per sample. Values that are not time (a speedscope file in unit ``none`` or ``bytes``) keep
+  that unit and their values. Samples that a reader derived from timed frames are not written
+  twice.
+* Profile names are readable: host threads by the name the trace gives them and their pid and
+  tid (a negative tid, Kineto's 32-bit thread id written signed, as the unsigned number),
+  GPU rows by device and stream, GPU-side synchronization records (no stream of their own) as
+  ``GPU N sync events``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 
 from traceclass import __version__
 from traceclass.model import StackNodes, Trace
+from traceclass.model.enums import GpuKind
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 _TORCH_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$", re.S)
@@ -85,8 +92,13 @@ def build(trace: Trace) -> tuple[dict[str, Any], int]:
         repaired += fixed
         if prof is not None:
             profiles.append(prof)
-    if len(trace.samples) and trace.meta.get("samples_from") != "intervals":
-        profiles.extend(_sampled(trace, frames))
+    rows = _sample_rows(trace)
+    if len(rows):
+        taken = {p["name"] for p in profiles}
+        for prof in _sampled(trace, frames, rows):
+            if prof["name"] in taken:  # the same thread's timed frames are a profile already
+                prof["name"] += " samples"
+            profiles.append(prof)
 
     out: dict[str, Any] = {
         "$schema": SCHEMA,
@@ -99,7 +111,19 @@ def build(trace: Trace) -> tuple[dict[str, Any], int]:
     return out, repaired
 
 
-# --------------------------------------------------------------------------- evented
+def _sample_rows(trace: Trace) -> np.ndarray:
+    """Sample rows to write: not those a reader derived from timed frames (written as events)."""
+    n = len(trace.samples)
+    keep = np.ones(n, dtype=bool)
+    derived = trace.meta.get("interval_rows")
+    if isinstance(derived, (list, tuple)) and len(derived) == 2:
+        keep[int(derived[0]):int(derived[1])] = False
+    elif trace.meta.get("samples_from") == "intervals" and len(trace.python):
+        keep[:] = False
+    return np.flatnonzero(keep)
+
+
+# --------------------------------------------------------------------------- names
 
 
 def _thread_labels(trace: Trace) -> dict[tuple[int, int], str]:
@@ -110,6 +134,35 @@ def _thread_labels(trace: Trace) -> dict[tuple[int, int], str]:
         if text and (pid, tid) not in out:
             out[(pid, tid)] = text
     return out
+
+
+def _tid_text(tid: int) -> str:
+    """Kineto writes 32-bit thread ids as signed numbers: show the unsigned one."""
+    return str(tid & 0xFFFFFFFF) if -(1 << 31) <= tid < 0 else str(tid)
+
+
+def host_label(name: str, pid: int, tid: int) -> str:
+    """``MainThread (pid 7, tid 8)``; a name that already carries the tid (Kineto's
+    ``thread 8 (python)``) gets only the pid; unknown ids (-1) are left out."""
+    t = _tid_text(tid) if tid != -1 else ""
+    ids = [f"pid {pid}" if pid >= 0 else "", f"tid {t}" if t else ""]
+    if name and t and t in name.split(" (")[0].split():
+        ids[1] = ""
+    id_text = ", ".join(x for x in ids if x)
+    if name and id_text:
+        return f"{name} ({id_text})"
+    return name or id_text or "all threads"
+
+
+def gpu_label(device: int, stream: int, sync: bool) -> str:
+    dev = f"GPU {device}" if device >= 0 else "GPU"
+    no_stream = stream < 0 or stream >= 0xFFFFFFFF
+    if sync:
+        return f"{dev} sync events" if no_stream else f"{dev} stream {stream} sync events"
+    return f"{dev} (no stream)" if no_stream else f"{dev} stream {stream}"
+
+
+# --------------------------------------------------------------------------- evented
 
 
 def _host_groups(trace: Trace, frames: _Frames) -> list[tuple[str, list[tuple[np.ndarray, ...]]]]:
@@ -137,9 +190,7 @@ def _host_groups(trace: Trace, frames: _Frames) -> list[tuple[str, list[tuple[np
     names = _thread_labels(trace)
     out = []
     for (p, t) in sorted(parts):
-        name = names.get((p, t), "")
-        ids = f"pid {p}, tid {t}"
-        out.append((f"{name} ({ids})" if name else ids, parts[(p, t)]))
+        out.append((host_label(names.get((p, t), ""), p, t), parts[(p, t)]))
     return out
 
 
@@ -148,14 +199,17 @@ def _gpu_groups(trace: Trace, frames: _Frames) -> list[tuple[str, list[tuple[np.
     if len(g) == 0:
         return []
     code = frames.codes(trace, g.name)
-    keys = np.stack([g.device.astype(np.int64), g.stream], axis=1)
+    # sync records get profiles of their own: they span waits, not work, and overlap the work
+    sync = (g.kind == int(GpuKind.SYNC)).astype(np.int64)
+    keys = np.stack([g.device.astype(np.int64), sync, g.stream], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     out = []
-    for k, (dev, stream) in enumerate(uniq.tolist()):
+    for k, (dev, is_sync, stream) in enumerate(uniq.tolist()):
         rows = np.flatnonzero(inv == k)
         out.append(
-            (f"GPU {dev} stream {stream}", [(g.start_ns[rows], g.end_ns[rows], code[rows], np.zeros(len(rows), dtype=np.int64))])
+            (gpu_label(dev, stream, bool(is_sync)),
+             [(g.start_ns[rows], g.end_ns[rows], code[rows], np.zeros(len(rows), dtype=np.int64))])
         )
     return out
 
@@ -204,7 +258,7 @@ def _evented(
 # --------------------------------------------------------------------------- sampled
 
 
-def _sampled(trace: Trace, frames: _Frames) -> list[dict[str, Any]]:
+def _sampled(trace: Trace, frames: _Frames, keep: np.ndarray) -> list[dict[str, Any]]:
     s = trace.samples
     st = trace.stacks
     fr = trace.frames
@@ -217,7 +271,8 @@ def _sampled(trace: Trace, frames: _Frames) -> list[dict[str, Any]]:
             trace.strings[fi] if fi >= 0 else None,
             ln if ln > 0 else None,
         )
-    paths = _paths(st, code, np.unique(s.node[s.node >= 0]))
+    nodes = s.node[keep]
+    paths = _paths(st, code, np.unique(nodes[nodes >= 0]))
     weight_unit = trace.meta.get("weight_unit")
     weighted = bool((s.weight_ns > 0).any()) and bool((s.weight_ns[s.count > 0] > 0).all())
     if weighted and not weight_unit:
@@ -233,13 +288,14 @@ def _sampled(trace: Trace, frames: _Frames) -> list[dict[str, Any]]:
     # as py-spy does, so the file keeps the sampling rate and the sample counts
     interval = trace.sampling.interval_ns if trace.sampling is not None else None
     per_sample = bool(
-        unit == "seconds" and interval and (s.weight_ns == s.count * interval).all() and int(s.count.sum()) <= 50_000_000
+        unit == "seconds" and interval and (s.weight_ns[keep] == s.count[keep] * interval).all()
+        and int(s.count[keep].sum()) <= 50_000_000
     )
     th = trace.threads
     labels = _thread_labels(trace)
     out = []
-    for t in np.unique(s.thread).tolist():
-        rows = np.flatnonzero(s.thread == t)
+    for t in np.unique(s.thread[keep]).tolist():
+        rows = keep[s.thread[keep] == t]
         rows = rows[s.count[rows] > 0]
         if len(rows) == 0:
             continue
@@ -254,8 +310,7 @@ def _sampled(trace: Trace, frames: _Frames) -> list[dict[str, Any]]:
         else:
             pid = tid = -1
             name = ""
-        ids = ", ".join(x for x in (f"pid {pid}" if pid >= 0 else "", f"tid {tid}" if tid >= 0 else "") if x)
-        label = f"{name} ({ids})" if name and ids else (name or ids or "all threads")
+        label = host_label(name, pid, tid)
         out.append(
             {
                 "type": "sampled",

@@ -1,10 +1,16 @@
 """speedscope JSON (py-spy ``-f speedscope`` and any other exporter) -> :class:`Trace`.
 
 Sampled profiles become sample rows (consecutive equal samples merged, order kept). Evented
-profiles become timed Python frames plus samples-equivalent rows weighted by self time. The
-rules speedscope's own importer enforces are enforced here too (frame indices in range,
-``weights`` as long as ``samples``, ``at`` non-decreasing, closes in LIFO order), except that a
-frame left open at the end is closed at the profile's end, as Chrome does for trace events.
+profiles in a unit of time become timed Python frames plus samples-equivalent rows weighted by
+self time. The rules speedscope's own importer enforces are enforced here too (frame indices in
+range, ``weights`` as long as ``samples``, ``at`` non-decreasing, closes in LIFO order), except
+that a frame left open at the end is closed at the profile's end, as Chrome does for trace events.
+
+Units ``none`` and ``bytes`` are not time. Their values stay unitless (``meta["weight_unit"]``
+names the unit; analyses report them as units or bytes, never as durations), and an evented
+profile in such a unit becomes no timed frames (they would be read as nanoseconds): its frames'
+self values become sample rows in event order, one row per stretch between two events, which a
+sampled speedscope profile replays exactly.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from traceclass.model import PythonFrames, Samples, SamplingInfo, StringTable, T
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 #: unit -> ns per unit; "none" and "bytes" are not time and are kept as abstract units
 UNIT_NS = {"nanoseconds": 1.0, "microseconds": 1e3, "milliseconds": 1e6, "seconds": 1e9}
+#: the spec's units that are not time
+OTHER_UNITS = ("none", "bytes")
 _PYSPY_PROFILE = re.compile(r'^(?:Process (?P<pid>\d+) )?Thread (?P<tid>\d+) "(?P<name>.*)"$', re.S)
 
 
@@ -122,8 +130,10 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
     del frames_list
     sample_parts: list[Samples] = []
     py_parts: list[dict[str, np.ndarray]] = []
+    unitless_evented = 0
     sampled_weights: set[int] = set()
     units: set[str] = set()
+    odd_units: set[str] = set()
     skipped: dict[str, int] = {}
     for idx, raw in enumerate(profiles):
         try:
@@ -132,6 +142,9 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
             raise TraceFormatError(path, f"profile {idx}: invalid JSON ({exc})") from None
         label = _label(prof, idx)
         unit = prof.unit if isinstance(prof.unit, str) else "none"
+        if unit not in UNIT_NS and unit not in OTHER_UNITS:
+            odd_units.add(unit[:40])
+            unit = "none"
         units.add(unit)
         scale = UNIT_NS.get(unit, 1.0)
         if prof.type == "sampled":
@@ -144,7 +157,12 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
         elif prof.type == "evented":
             row = _thread_row(threads, prof, idx, is_pyspy)
             py = _evented(path, label, prof, frame_map, scale, notes)
-            if py is not None:
+            if py is not None and unit not in UNIT_NS:
+                sample_parts.append(_unitless_samples(py, trie, row))
+                unitless_evented += 1
+            elif py is not None:
+                py.pop("slice_row")
+                py.pop("slice_len")
                 py["thread_row"] = np.full(len(py["start_ns"]), row, dtype=np.int64)
                 py_parts.append(py)
         else:
@@ -155,8 +173,12 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
     del profiles
 
     python = PythonFrames.empty()
+    meta: dict[str, Any] = {}
     if py_parts:
         python, derived = _python_table(py_parts, interner, strings, threads, trie)
+        # rows derived from the timed frames (writers skip them: the frames are written instead)
+        first = sum(len(p) for p in sample_parts)
+        meta["interval_rows"] = [first, first + len(derived)]
         sample_parts.append(derived)
     samples = Samples.concat(sample_parts) if sample_parts else Samples.empty()
     if not len(samples) and not len(python):
@@ -165,15 +187,22 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
     for kind, n in skipped.items():
         notes.append(f"{n} profile{'s' if n != 1 else ''} of unsupported type {kind!r} skipped")
     time_units = units & set(UNIT_NS)
-    meta: dict[str, Any] = {}
+    if odd_units:
+        notes.append(f"{len(odd_units)} unit name(s) not in the speedscope spec: read as 'none'")
     if units - set(UNIT_NS):
-        odd = ", ".join(sorted(units - set(UNIT_NS)))
+        odd = "bytes" if units - set(UNIT_NS) == {"bytes"} else "none"
         meta["weight_unit"] = odd
-        notes.append(f"profile values are in unit {odd!r}, not time: shares are exact, durations are not")
-    if py_parts and sample_parts[:-1]:
+        notes.append(
+            f"profile values are in unit {odd!r}, not time: shares are exact, values are counts of that unit"
+            + (" (evented profiles read as self values per frame, not as timed frames)" if unitless_evented else "")
+        )
+        if time_units:
+            notes.append("file mixes profiles in units of time and in other units: all values are read unitless")
+    n_evented = len(py_parts) + unitless_evented
+    if n_evented and len(sample_parts) > n_evented:
         notes.append("file mixes sampled and evented profiles")
-    if py_parts:
-        meta["samples_from"] = "intervals" if len(sample_parts) == 1 else "mixed"
+    if n_evented:
+        meta["samples_from"] = "intervals" if len(sample_parts) == n_evented else "mixed"
     interval = None
     if len(sampled_weights) == 1 and time_units and not (units - set(UNIT_NS)):
         (interval,) = sampled_weights
@@ -312,6 +341,8 @@ def _evented(
     parents: list[int] = []
     depths: list[int] = []
     stack: list[int] = []  # rows of open frames
+    slice_row: list[int] = []  # the frame on top between two events, in order
+    slice_len: list[float] = []
     last = -np.inf
     for k, ev in enumerate(events):
         at, fr = ev.at, ev.frame
@@ -321,6 +352,9 @@ def _evented(
             raise TraceFormatError(path, f"{label}: event {k} refers to frame {fr!r}, not in shared.frames")
         if at < last:
             raise TraceFormatError(path, f"{label}: event {k} goes back in time ('at' must not decrease)")
+        if stack and at > last:
+            slice_row.append(stack[-1])
+            slice_len.append(at - last)
         last = at
         if ev.type == "O":
             row = len(starts)
@@ -348,6 +382,9 @@ def _evented(
         end = prof.endValue if isinstance(prof.endValue, (int, float)) and prof.endValue >= last else last
         for row in stack:
             ends[row] = end
+        if end > last:
+            slice_row.append(stack[-1])
+            slice_len.append(end - last)
         notes.append(f"{label}: {len(stack)} frame(s) never closed; closed at the profile's end")
     if not starts:
         return None
@@ -361,7 +398,18 @@ def _evented(
         "frame": fmap,
         "parent": np.asarray(parents, dtype=np.int64),
         "depth": np.asarray(depths, dtype=np.int64),
+        "slice_row": np.asarray(slice_row, dtype=np.int64),
+        "slice_len": np.rint(np.asarray(slice_len, dtype=np.float64) * scale).astype(np.int64),
     }
+
+
+def _unitless_samples(py: dict[str, np.ndarray], trie: TrieBuilder, row: int) -> Samples:
+    """Sample rows of an evented profile whose unit is not time: each stretch between two
+    events charged to the frame on top, in event order (a weighted sampled profile)."""
+    node = interval_nodes(trie, py["frame"], py["parent"], py["depth"])
+    keep = py["slice_len"] > 0
+    rows = py["slice_row"][keep]
+    return run_length_samples(np.full(len(rows), row, dtype=np.int64), node[rows], py["slice_len"][keep])
 
 
 def _python_table(

@@ -26,6 +26,7 @@ _BASIS_TEXT = {
     "unknown": "unknown: the file does not say (py-spy `--idle`)",
     "thread state": "thread states recorded per sample",
     "timed": "not applicable: times come from timed frames (wall clock)",
+    "unitless": "not applicable: the values are not samples of time",
 }
 
 
@@ -66,10 +67,10 @@ def _facts(cpu: CpuProfile) -> list[str]:
     what = f"{len(cpu.threads)} thread{'s' if len(cpu.threads) != 1 else ''}"
     if cpu.from_intervals:
         if cpu.total_ns is not None:
-            amount = f"{units.duration(cpu.total_ns)} of frame self time"
+            out.append(f"- Source: {code(src)} timed frames; {what}; {units.duration(cpu.total_ns)} of frame self time.")
         else:
-            amount = f"{cpu.total_value:,} {_unit_words(cpu)} of frame self time (not time)"
-        out.append(f"- Source: {code(src)} timed frames; {what}; {amount}.")
+            out.append(f"- Source: {code(src)} evented frames; {what}; {cpu.total_value:,} {_unit_words(cpu)} of frame "
+                       "self value (not time).")
     elif cpu.samples is not None:
         rate = ""
         if cpu.interval_ns:
