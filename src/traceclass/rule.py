@@ -51,7 +51,7 @@ class RuleInfo:
     family: str  # "launch", "copy", "layout", "sync", "compute", "cpu", "utilization", "data",
     #              "communication", "memory"
     summary: str  # one line for `traceclass rules`
-    needs: tuple[str, ...] = ()  # data the rule needs: "gpu", "ops", "shapes", "samples", "python"
+    needs: tuple[str, ...] = ()  # data the rule needs: "gpu", "ops", "shapes", "samples", "python", "memory"
 
 
 @dataclasses.dataclass(frozen=True)
