@@ -190,7 +190,8 @@ class CpuProfile:
 
     def verdict(self, name: Callable[[str], str] | None = None) -> str:
         """One sentence for the report's summary: the running, waiting and unknown shares, and
-        the hottest *on-CPU* line (a wait is never called hot).
+        the hottest *on-CPU* line (a wait is never called hot), kept short (the report's verdict
+        cuts long sentences): at most two kinds per share, the line's file by its base name.
 
         ``name`` formats the line's function and location (untrusted text from the profile).
         Everything else in the sentence is our own words and numbers, plain text that needs no
@@ -210,6 +211,8 @@ class CpuProfile:
                 text += f"; the heaviest frame is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
             return text + "."
         what = "timed frames' self time" if self.from_intervals else "sampled thread time"
+        if self.gil_only:
+            what += " (GIL-only profile, py-spy --gil)"
         running = [k for k in self.kinds if _running(k.kind)]
         waiting = [k for k in self.kinds if k.kind in WAITING]
         segs = []
@@ -220,22 +223,18 @@ class CpuProfile:
         if waiting and wait_pct >= 1:
             segs.append(f"{_p(wait_pct)} waiting ({_kind_list(waiting)})")
         if self.unverified_pct >= 1:
-            segs.append(f"{_p(self.unverified_pct)} blocked or computing at Python lines without source "
-                        "(pass --source-root)")
+            segs.append(f"{_p(self.unverified_pct)} blocked or computing (no source: pass --source-root)")
         if not segs:
             top = self.kinds[0]
             segs.append(f"{_p(top.pct)} {top.label}")
-        text = f"CPU profile, of {what}: " + ", ".join(segs)
+        text = f"CPU profile of {what}: " + ", ".join(segs)
         hot = self.hottest_running()
         if hot is not None and hot.self_pct >= 1:
             what = "line" if hot.line is not None else "function"
-            text += f"; the hottest on-CPU {what} is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+            text += f"; hottest on-CPU {what} {_frame_text(hot, fmt, short=True)}, {hot.self_pct:.0f}%"
         elif self.unverified_pct >= 50:
             text += "; no line is known to be on-CPU"
-        text += "."
-        if self.gil_only:
-            text += " GIL-only profile (py-spy --gil): threads not holding the GIL were not sampled."
-        return text
+        return text + "."
 
     def hottest_running(self) -> FrameStat | None:
         """The hot spot with the most self time whose kind runs on the CPU (not a wait, not a
@@ -251,13 +250,17 @@ def _p(x: float) -> str:
     return f"{x:.0f}%" if x >= 1 or x == 0 else "<1%"
 
 
-def _kind_list(kinds: list[KindShare], limit: int = 3) -> str:
+def _kind_list(kinds: list[KindShare], limit: int = 2) -> str:
     shown = [k for k in kinds if k.pct >= 1][:limit] or kinds[:1]
     return ", ".join(f"{_p(k.pct)} {k.label}" for k in shown)
 
 
-def _frame_text(f: FrameStat, fmt: Callable[[str], str]) -> str:
-    return f"{fmt(f.function)} ({fmt(f.location)})" if f.location else fmt(f.function)
+def _frame_text(f: FrameStat, fmt: Callable[[str], str], short: bool = False) -> str:
+    loc = f.location
+    if short and f.file:
+        base = f.file.replace("\\", "/").rsplit("/", 1)[-1]
+        loc = f"{base}:{f.line}" if f.line is not None else base
+    return f"{fmt(f.function)} ({fmt(loc)})" if loc else fmt(f.function)
 
 
 def _same(text: str) -> str:

@@ -38,7 +38,7 @@ KINDS: dict[str, str] = {
     "python": "Python compute",
     "other": "native/other code (not Python)",
     "unverified": "blocked or computing (source unavailable)",
-    "blocked": "likely blocked (inferred, source unavailable)",
+    "blocked": "likely blocked (inferred, no source)",
     "native": "native/extension compute",
     "alloc": "allocation and copying",
     "io": "file or socket I/O",
