@@ -13,7 +13,7 @@ import numpy as np
 
 from traceclass.analysis.devices import ResolvedDevice, resolve_devices
 from traceclass.analysis.gpu_timeline import DeviceTimeline, device_timelines
-from traceclass.analysis.kernel_families import gpu_families
+from traceclass.analysis.kernel_families import gpu_families, gpu_family_codes
 from traceclass.analysis.ops import OpAnalysis, analyze_ops
 from traceclass.analysis.roofline import Roof
 from traceclass.analysis.stages import Occurrences, StageStats, stage_occurrences, stage_stats
@@ -29,7 +29,8 @@ class Analysis:
     occurrences: Occurrences
     stages: list[StageStats]
     ops: OpAnalysis
-    gpu_family: np.ndarray  # family per trace.gpu row
+    gpu_family: np.ndarray  # family name per trace.gpu row (object array)
+    gpu_family_code: np.ndarray  # the same as int8 indices into kernel_families.FAMILY_ORDER
     cpu: Any = None  # CPU-sample profile (py-spy), when the trace has samples
 
     def roof(self, device: int, precision: str, unit: str) -> Roof | None:
@@ -60,7 +61,9 @@ def _roof(devices: dict[int, ResolvedDevice], device: int, precision: str, unit:
 def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     cfg = config or AnalysisConfig()
     devices = resolve_devices(trace, cfg.device, cfg.cpu_device)
-    timelines = device_timelines(trace)
+    fam_codes = gpu_family_codes(trace)
+    fam = gpu_families(trace, fam_codes)
+    timelines = device_timelines(trace, fam)
     occ = stage_occurrences(trace, cfg.warmup_steps)
     stats = stage_stats(occ, has_gpu=len(trace.gpu) > 0)
 
@@ -76,7 +79,7 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         trace, roof_for,
         cfg.latency_floor_us * 1000.0, cfg.cpu_latency_floor_us * 1000.0,
         cfg.latency_call_us * 1000.0, cfg.cpu_latency_call_us * 1000.0,
-        warmup_windows=windows, cpu_roof=not gpu_program,
+        warmup_windows=windows, cpu_roof=not gpu_program, family_codes=fam_codes,
     )
     cpu = None
     if len(trace.samples):
@@ -93,6 +96,7 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         occurrences=occ,
         stages=stats,
         ops=ops,
-        gpu_family=gpu_families(trace),
+        gpu_family=fam,
+        gpu_family_code=fam_codes,
         cpu=cpu,
     )

@@ -65,12 +65,12 @@ class DeviceTimeline:
         return 100.0 * value_ns / w if w > 0 else 0.0
 
 
-def device_timelines(trace: Trace) -> list[DeviceTimeline]:
+def device_timelines(trace: Trace, fam: np.ndarray | None = None) -> list[DeviceTimeline]:
     gpu = trace.gpu
     if len(gpu) == 0:
         return []
     out = []
-    fam = gpu_families(trace)
+    fam = gpu_families(trace) if fam is None else fam
     for dev in np.unique(gpu.device[gpu.kind != GpuKind.SYNC]).tolist():
         on = (gpu.device == dev) & (gpu.kind != GpuKind.SYNC)
         s, e = gpu.start_ns[on], gpu.end_ns[on]

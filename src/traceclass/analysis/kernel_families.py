@@ -83,20 +83,28 @@ def is_comm_name(name: str) -> bool:
     return COMM_PATTERN.search(name) is not None
 
 
-def gpu_families(trace: Trace) -> np.ndarray:
-    """Family string per ``trace.gpu`` row (object array); computed once per distinct name."""
+def gpu_family_codes(trace: Trace) -> np.ndarray:
+    """Family per ``trace.gpu`` row as an index into :data:`FAMILY_ORDER` (int8), computed once
+    per distinct name."""
     gpu = trace.gpu
     if len(gpu) == 0:
-        return np.zeros(0, dtype=object)
-    fam_of_code: dict[int, str] = {}
-    names = trace.strings
-    for code in np.unique(gpu.name).tolist():
-        fam_of_code[code] = kernel_family(names[code]) if code >= 0 else "other"
+        return np.zeros(0, dtype=np.int8)
     codes = np.unique(gpu.name)
-    lut = np.array([fam_of_code[c] for c in codes.tolist()], dtype=object)
+    index = {f: i for i, f in enumerate(FAMILY_ORDER)}
+    names = trace.strings
+    lut = np.array([index[kernel_family(names[c]) if c >= 0 else "other"] for c in codes.tolist()], dtype=np.int8)
     fam = lut[np.searchsorted(codes, gpu.name)]
     kind = gpu.kind
-    fam = np.where(kind == GpuKind.MEMCPY, "memcpy", fam)
-    fam = np.where(kind == GpuKind.MEMSET, "memset", fam)
-    fam = np.where(kind == GpuKind.SYNC, "sync", fam)
-    return fam.astype(object)
+    fam = np.where(kind == GpuKind.MEMCPY, index["memcpy"], fam)
+    fam = np.where(kind == GpuKind.MEMSET, index["memset"], fam)
+    fam = np.where(kind == GpuKind.SYNC, index["sync"], fam)
+    return fam.astype(np.int8)
+
+
+_FAMILY_NAMES = np.array(FAMILY_ORDER, dtype=object)
+
+
+def gpu_families(trace: Trace, codes: np.ndarray | None = None) -> np.ndarray:
+    """Family string per ``trace.gpu`` row (object array); pass ``codes`` if already computed."""
+    c = gpu_family_codes(trace) if codes is None else codes
+    return _FAMILY_NAMES[c.astype(np.int64)] if len(c) else np.zeros(0, dtype=object)

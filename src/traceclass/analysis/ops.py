@@ -30,7 +30,7 @@ import numpy as np
 
 from traceclass import costmodel
 from traceclass import timeline as tl
-from traceclass.analysis.kernel_families import gpu_families
+from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
@@ -95,6 +95,7 @@ class _Env:
     limits: Limits
     fam: np.ndarray
     inferred: dict[int, str]  # inputs code -> note on how its dtype was inferred
+    fam_code: np.ndarray  # int8 family index per gpu row (kernel_families.FAMILY_ORDER)
 
 
 def _dominant_dtype(inputs: OpInputs | None) -> str:
@@ -184,7 +185,8 @@ def _kernel_names_by_pair(trace: Trace, pair_of_op: np.ndarray) -> dict[int, lis
 
 def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_latency_floor_ns: float,
                 latency_call_ns: float = math.inf, cpu_latency_call_ns: float = math.inf,
-                warmup_windows: np.ndarray | None = None, cpu_roof: bool = True) -> OpAnalysis:
+                warmup_windows: np.ndarray | None = None, cpu_roof: bool = True,
+                family_codes: np.ndarray | None = None) -> OpAnalysis:
     """Op groups of the trace. ``warmup_windows`` is an (n, 2) array of warm-up step ranges whose
     work is left out; ``cpu_roof`` False leaves host ops unlabelled (ops of a GPU program whose
     kernels were not captured must not be judged against a CPU)."""
@@ -208,7 +210,8 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
               else Limits(cpu_latency_floor_ns, cpu_latency_call_ns))
     if not gpu_trace and not cpu_roof:
         roof_for = _no_roof
-    env = _Env(trace, costs, roof_for, limits, gpu_families(trace), inferred)
+    codes = gpu_family_codes(trace) if family_codes is None else family_codes
+    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes)
     windows = np.zeros((0, 2), dtype=np.int64) if warmup_windows is None else np.asarray(warmup_windows)
     if gpu_trace:
         return _gpu_groups(env, owner_mask, owner_of_op, unmodeled, windows)
@@ -342,8 +345,7 @@ def _slices(keys: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
 def _dominant_family(env: _Env, sel: np.ndarray | None) -> str:
     if sel is None or not len(sel):
         return ""
-    fams, w = np.unique(env.fam[sel], return_counts=True)
-    return str(fams[np.argmax(w)])
+    return FAMILY_ORDER[int(np.bincount(env.fam_code[sel].astype(np.int64)).argmax())]
 
 
 def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner_time: np.ndarray,

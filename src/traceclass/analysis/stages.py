@@ -247,7 +247,11 @@ def rows_within(
 
 
 def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignore[no-untyped-def]
-    """Union of launched GPU work per range, its span, and the GPU rows themselves."""
+    """Union of launched GPU work per range, its span, and the GPU rows themselves.
+
+    All ranges at once: (range, GPU row) pairs are gathered through the launch calls, then one
+    grouped interval union gives every range's busy time.
+    """
     n = len(start)
     busy = np.full(n, -1, dtype=np.int64)
     g0 = np.full(n, -1, dtype=np.int64)
@@ -262,23 +266,33 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
     api_of = gpu.api[by_api]
     api = trace.api
     calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helpers)
-    all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
-    for i, c in enumerate(calls):
-        if whole[i]:  # the synthetic whole-trace step owns all GPU work, launched or not
-            sel = all_active
-        else:
-            c = np.sort(c)
-            lo = np.searchsorted(api_of, c, side="left")
-            hi = np.searchsorted(api_of, c, side="right")
-            cnt = hi - lo
-            sel = by_api[np.repeat(lo, cnt) + _ragged_arange(cnt)] if cnt.sum() else np.zeros(0, np.int64)
-        rows_per[i] = sel
-        if len(sel) == 0:
-            busy[i] = 0
-            continue
-        s, e = gpu.start_ns[sel], gpu.end_ns[sel]
-        busy[i] = tl.union_length(s, e)
-        g0[i], g1[i] = int(s.min()), int(e.max())
+    lens = np.array([0 if whole[i] else len(c) for i, c in enumerate(calls)], dtype=np.int64)
+    parts = [c for i, c in enumerate(calls) if not whole[i] and len(c)]
+    all_calls = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    occ_of_call = np.repeat(np.arange(n), lens)
+    lo = np.searchsorted(api_of, all_calls, side="left")
+    hi = np.searchsorted(api_of, all_calls, side="right")
+    cnt = hi - lo
+    pair_rows = by_api[np.repeat(lo, cnt) + _ragged_arange(cnt)] if cnt.sum() else np.zeros(0, np.int64)
+    pair_occ = np.repeat(occ_of_call, cnt)
+    if whole.any():  # the synthetic whole-trace step owns all GPU work, launched or not
+        all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+        w = np.flatnonzero(whole)
+        pair_rows = np.concatenate([pair_rows, np.tile(all_active, len(w))])
+        pair_occ = np.concatenate([pair_occ, np.repeat(w, len(all_active))])
+    busy[:] = 0
+    if len(pair_rows):
+        order = np.lexsort((pair_rows, pair_occ))
+        pair_occ, pair_rows = pair_occ[order], pair_rows[order]
+        s, e = gpu.start_ns[pair_rows], gpu.end_ns[pair_rows]
+        occ_u, lengths = tl.union_length_by_group(pair_occ, s, e)
+        busy[occ_u] = lengths
+        first = np.r_[0, np.flatnonzero(np.diff(pair_occ)) + 1]
+        g0[pair_occ[first]] = np.minimum.reduceat(s, first)
+        g1[pair_occ[first]] = np.maximum.reduceat(e, first)
+        bounds = np.r_[first, len(pair_occ)]
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            rows_per[int(pair_occ[a])] = pair_rows[a:b]
     return busy, g0, g1, rows_per
 
 

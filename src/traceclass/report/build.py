@@ -11,6 +11,7 @@ import numpy as np
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
+from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
 from traceclass.model import AnnotationKind, GpuKind, Trace
@@ -246,28 +247,24 @@ def _stages(trace: Trace, analysis: Analysis) -> tuple[StageRow, ...]:
         work_ns = 0
         flops = nbytes = None
         if has_gpu:
-            parts = [occ.gpu_rows[i] for i in which]
-            sel = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            sel = _union_rows([occ.gpu_rows[i] for i in which], len(gpu))
             sel = sel[opa.gpu_group[sel] >= 0] if len(sel) else sel
             if len(sel):
                 dur = (gpu.end_ns[sel] - gpu.start_ns[sel]).astype(np.float64)
-                labels = group_bound[opa.gpu_group[sel]]
-                shares = _shares(labels, dur)
-                owners = np.unique(opa.gpu_owner[sel])
-                owners = owners[owners >= 0]
+                shares = _group_shares(opa.gpu_group[sel], dur, group_bound)
+                owners = _union_rows([opa.gpu_owner[sel]], len(trace.ops))
                 g = opa.op_group[owners]
                 g = g[g >= 0]
                 flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
             busy = occ.gpu_busy_ns[which]
             work_ns = int(busy[busy >= 0].sum())
         else:
-            parts = [occ.op_rows[i] for i in which]
-            sel = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            sel = _union_rows([occ.op_rows[i] for i in which], len(trace.ops))
             if len(sel) and len(opa.op_group):
                 sel = sel[opa.op_group[sel] >= 0]
                 if len(sel):
-                    labels = group_bound[opa.op_group[sel]]
-                    shares = _shares(labels, opa.owner_time_ns[sel].astype(np.float64))
+                    shares = _group_shares(opa.op_group[sel], opa.owner_time_ns[sel].astype(np.float64),
+                                           group_bound)
                     g = opa.op_group[sel]
                     flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
                     work_ns = int(opa.owner_time_ns[sel].sum())
@@ -380,11 +377,12 @@ def _step_series(trace: Trace, analysis: Analysis, steps: np.ndarray) -> tuple[l
             uk, lengths = tl.union_length_by_group(key, gpu.start_ns[sel], gpu.end_ns[sel])
             uk = np.asarray(uk, np.int64)
             np.add.at(per_group, (uk // n_steps, uk % n_steps), np.asarray(lengths, np.int64))
-        dur = (gpu.end_ns[rows] - gpu.start_ns[rows]).astype(np.int64)
-        fam = analysis.gpu_family[rows]
-        for f in np.unique(fam).tolist():
-            m = fam == f
-            families[str(f)] = np.bincount(k[m], weights=dur[m], minlength=n_steps).astype(np.int64)
+        dur = (gpu.end_ns[rows] - gpu.start_ns[rows]).astype(np.float64)
+        code = analysis.gpu_family_code[rows].astype(np.int64)
+        n_f = len(FAMILY_ORDER)
+        table = np.bincount(code * n_steps + k, weights=dur, minlength=n_f * n_steps).reshape(n_f, n_steps)
+        for c in np.unique(code).tolist():
+            families[FAMILY_ORDER[c]] = np.rint(table[c]).astype(np.int64)
     return [tuple(int(x) for x in per_group[j].tolist()) for j in range(n_groups)], families
 
 
@@ -394,14 +392,16 @@ def _kernel_families(trace: Trace, analysis: Analysis, steps: dict[str, np.ndarr
     if len(gpu) == 0:
         return ()
     active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
-    fam = analysis.gpu_family[active]
-    dur = (gpu.end_ns[active] - gpu.start_ns[active]).astype(np.int64)
+    code = analysis.gpu_family_code[active].astype(np.int64)
+    dur = (gpu.end_ns[active] - gpu.start_ns[active]).astype(np.float64)
+    counts = np.bincount(code, minlength=len(FAMILY_ORDER))
+    totals = np.bincount(code, weights=dur, minlength=len(FAMILY_ORDER))
     out = []
-    for f in np.unique(fam).tolist():
-        m = fam == f
-        s = steps.get(str(f))
+    for c in np.flatnonzero(counts).tolist():
+        f = FAMILY_ORDER[c]
+        s = steps.get(f)
         each = s.tolist() if s is not None else [0] * n_steps
-        out.append(KernelFamilyRow(family=str(f), count=int(m.sum()), total_ns=int(dur[m].sum()),
+        out.append(KernelFamilyRow(family=f, count=int(counts[c]), total_ns=int(round(totals[c])),
                                    step_ns=tuple(int(x) for x in each)))
     out.sort(key=lambda r: -r.total_ns)
     return tuple(out)
@@ -446,6 +446,22 @@ def _stage_point(analysis: Analysis, g: np.ndarray, flops: float | None, nbytes:
 def _sum_or_none(values: np.ndarray) -> float | None:
     v = values[~np.isnan(values)]
     return float(v.sum()) if len(v) else None
+
+
+def _union_rows(parts: list[np.ndarray], n: int) -> np.ndarray:
+    """Sorted distinct rows of several index arrays (a mask: no sort of the concatenation)."""
+    mask = np.zeros(n, dtype=bool)
+    for p in parts:
+        if len(p):
+            mask[p[p >= 0]] = True
+    return np.flatnonzero(mask)
+
+
+def _group_shares(group: np.ndarray, weights: np.ndarray, group_bound: np.ndarray) -> dict[str, float]:
+    """Percent of ``weights`` per roofline label, summed per group first."""
+    per_group = np.bincount(group, weights=weights, minlength=len(group_bound) - 1)
+    g = np.flatnonzero(per_group)
+    return _shares(group_bound[g], per_group[g])
 
 
 def _shares(labels: np.ndarray, weights: np.ndarray) -> dict[str, float]:
