@@ -109,7 +109,7 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
         ("lock-waiter (tid 13905)", "/workspace/cpu_lock.py:19",
          "one line holds 100% of its samples after start-up (330 samples) while it was sampled about as often "
          "as the busiest thread, and calls no Python function"),
-        ("sleeper-io (tid 13906)", "", "the thread's name has 'io', 'sleeper'"),
+        ("sleeper-io (tid 13906)", "", "its lines without source: the thread's name has 'io', 'sleeper'"),
     )
     assert "python" not in {k.kind for k in prof.kinds}
     assert prof.unverified_pct == pytest.approx(100 * 330 / 995)

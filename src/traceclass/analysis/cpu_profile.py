@@ -177,7 +177,8 @@ class CpuProfile:
     notes: tuple[str, ...] = ()
     #: (thread label, waiting samples, waiting % of the thread) behind an "inferred" idle flag
     idle_evidence: tuple[str, int, float] | None = None
-    #: (thread label, line location or "", reason) for lines without source taken as blocked
+    #: (thread label, line location or "" for several lines, reason) for lines without source
+    #: taken as blocked
     blocked_evidence: tuple[tuple[str, str, str], ...] = ()
     #: why lines without source count as compute ("gil", "no-idle"), or ""
     unverified_basis: str = ""
@@ -340,6 +341,7 @@ def _infer_blocked(trace: Trace, kind: np.ndarray, leaf: np.ndarray, has_stack: 
         if not name and tids[t] < 0:
             continue  # stacks of all threads together (no thread roots): nothing to tell them by
         main = name == "MainThread" or (pids[t] >= 0 and tids[t] == pids[t])
+        one_line = False
         if not main and len(sampled) >= 2 and per_thread[t] >= ONE_LINE_PEER * busiest:
             f_rows = np.flatnonzero(rows_t)
             fr, inv = np.unique(leaf[f_rows], return_inverse=True)
@@ -355,17 +357,21 @@ def _infer_blocked(trace: Trace, kind: np.ndarray, leaf: np.ndarray, has_stack: 
                     and not _INLINE_FRAME.search(fn)):
                 kind[f_rows[leaf[f_rows] == f]] = BLOCKED
                 share = 100.0 * v[i] / steady_t[t] if steady_t[t] else 100.0
-                amount = f"{int(c[i]):,} samples" if not timed else "of its time"
                 what = "one line" if int(trace.frames.line[f]) >= 0 else "one function (no line numbers)"
-                out.append((t, f, f"{what} holds {share:.0f}% of its samples after start-up ({amount}) while "
-                                  "it was sampled about as often as the busiest thread, and calls no Python "
-                                  "function"))
+                if timed:
+                    held = f"{share:.0f}% of its time after start-up ({v[i] / 1e9:.3g} s)"
+                else:
+                    held = f"{share:.0f}% of its samples after start-up ({int(c[i]):,} samples)"
+                out.append((t, f, f"{what} holds {held} while it was sampled about as often as the busiest "
+                                  "thread, and calls no Python function"))
                 rows_t = rows_t & (kind == UNVERIFIED)
+                one_line = True
         words = set(w for w in re.split(r"[^0-9a-z]+", name.lower()) if w)
         said = sorted(words & WAITING_THREAD_WORDS)
         if said and rows_t.any():
             kind[rows_t] = BLOCKED
-            out.append((t, -1, "the thread's name has " + ", ".join(repr(w) for w in said)))
+            which = "its other lines without source" if one_line else "its lines without source"
+            out.append((t, -1, f"{which}: the thread's name has " + ", ".join(repr(w) for w in said)))
     return tuple(out)
 
 

@@ -116,7 +116,7 @@ def _facts(cpu: CpuProfile) -> list[str]:
         )
     if cpu.blocked_evidence:
         who = "; ".join(
-            f"{code(t)}: " + (f"{code(loc)}, " if loc else "all its lines without source, ") + why
+            f"{code(t)}: " + (f"{code(loc)}, " if loc else "") + why
             for t, loc, why in cpu.blocked_evidence
         )
         out.append(
