@@ -107,8 +107,8 @@ def _finding(ctx: Context, reason: int, dev: int, tag: str, items: list[tc.Candi
     msg = (f"GPU {dev}: {what}; {duration_text(total)} recoverable, {pct:.1f}% of the {duration_text(ctx.analysed_ns)} "
            f"analysed (threshold {th['min_recoverable_pct']}% and {th['min_recoverable_us']} us); worst: {worst}")
     evidence = tuple(Evidence(what=i.label, duration_ns=i.time_ns, count=i.count, ops=(i.name,), kernels=i.kernels,
-                              bytes=int(i.values["bytes_per_call"] * i.count) if i.values.get("bytes_per_call") else None,
-                              source=src, values=i.values)
+                              bytes=int(i.values["bytes_per_call"] * i.count) if i.values.get("bytes_per_call")
+                              else None, source=src, values=i.values)
                      for i, src in zip(items[:MAX_EVIDENCE], sources_text))
     return Finding(
         code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,

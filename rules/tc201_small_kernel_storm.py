@@ -186,7 +186,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     busy = sum(s["run"].busy_ns for s in steady)
     items = sum(len(s["run"].rows) for s in steady)
     recoverable = sum(s["recoverable"] for s in steady)
-    n_steps = max(len(st.steady), 1)
+    n_steps = max(ctx.analysed.steps_count, 1)
     # storms back to back, a distinct separator between two, so no n-gram spans a boundary
     joined = np.concatenate([np.r_[s["items"], -2 - k] for k, s in enumerate(steady)])
     seq = gg.top_sequences(joined, lo, hi)
@@ -245,7 +245,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
                 "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
-                "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": len(st.steady),
+                "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
                 "threshold_us": limit_us, "op_counts": dict(ops_sorted[:20]),
                 "kernel_sequences": [{"kernels": g, "count": n} for g, n in seq_names]},

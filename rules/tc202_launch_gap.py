@@ -140,7 +140,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     total = int(length[steady].sum())
     # an unknown cause has no fix to credit: the idle is reported, not claimed
     recoverable = 0 if cause == "unknown" else int(np.maximum(length[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
-    n_steps = max(len(st.steady), 1)
+    n_steps = max(ctx.analysed.steps_count, 1)
     per_step = []
     for k in np.unique(step[step >= 0]).tolist():
         m = step == k
@@ -165,7 +165,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         values={"cause": cause, "gaps_count": int(steady.sum()), "gap_ns": total,
                 "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, analysed),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
-                "steady_steps_count": len(st.steady), "warmup_gaps_count": int(warm.sum()),
+                "steady_steps_count": ctx.analysed.steps_count, "warmup_gaps_count": int(warm.sum()),
                 "warmup_gap_ns": int(length[warm].sum()), "outside_steps_gap_ns": int(length[step < 0].sum()),
                 "threshold_us": th["min_gap_us"], "per_step": per_step[:50]},
     )

@@ -142,7 +142,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     if not steady.any():
         return None
     s_sel = sel[steady]
-    n_steps = max(len(st.steady), 1)
+    n_steps = max(ctx.analysed.steps_count, 1)
     count = int(steady.sum())
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
@@ -176,7 +176,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
                   f"severity against the {gg.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
                   f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
-        values={"syncs_count": count, "syncs_per_step": round(per_step, 3), "steady_steps_count": len(st.steady),
+        values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
+                "steady_steps_count": ctx.analysed.steps_count,
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
                 "gpu_idle_pct_of_step": gg.pct(caused, analysed), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,

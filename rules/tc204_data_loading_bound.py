@@ -65,7 +65,7 @@ from traceclass.model import AnnotationKind, GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC204", name="data-loading-bound", family="data",
-                summary="the training loop waits for data: DataLoader and data/load/preprocess ranges, share of step time")
+                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time")
 
 MAX_EVIDENCE = 50
 FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
@@ -90,19 +90,19 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, total: int, share: float) -> Finding:
-    trace = ctx.trace
     analysed = ctx.analysed_ns
     idle = _gpu_idle(ctx, data)
     steps = _per_step(ctx, data)
     n_steps = max(len(steps), 1)
     sites, outer = _sites(ctx, dr)
     recoverable = max(idle.values()) if idle else total
-    gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({100.0 * ns / total:.1f}%)" for d, ns in idle.items())
+    gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({100.0 * ns / total:.1f}%)"
+                       for d, ns in idle.items())
     top = ", ".join(f"{e.values['site']} {duration_text(e.duration_ns)}" for e in sites[:3])
+    steps_text = "whole trace, no steps" if ctx.analysed.synthetic else \
+        f"{plural(len(steps), 'step')}, {duration_text(total / n_steps)} per step"
     message = (f"data loading on the training thread took {duration_text(total)} of the {duration_text(analysed)} "
-               f"steady step time ({share:.1f}%, threshold {th['min_share_pct']}%; "
-               f"{'whole trace, no steps' if ctx.analysed.synthetic else plural(len(steps), 'step') + ', ' + duration_text(total / n_steps) + ' per step'}): "
-               f"{top}{gpu_text}")
+               f"steady step time ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
     if idle:
         estimate = ("GPU idle inside the data ranges of the steady steps (the most idle device): what the loop's wait "
                     "cost the GPU; an upper bound, a worker still hands each batch over. TC202 lists the same time as "

@@ -123,7 +123,7 @@ def _finding(ctx: Context, dev: int, tag: str, c: int, r: np.ndarray, pinned: np
     msg = (f"GPU {dev}: {plural(len(r), f'pageable {label} copy', f'pageable {label} copies')} (threshold "
            f"{th['min_copies_count']}), {size_text(int(nb.sum()))} in {duration_text(int(dur.sum()))} = {rate}"
            + (f" vs {ref / 1e9:.3g} GB/s pinned" if ref else "")
-           + ((f"; issued through an async API (pageable memory makes it synchronous)" if one else
+           + (("; issued through an async API (pageable memory makes it synchronous)" if one else
                f"; {n_async} issued through an async API (pageable memory makes them synchronous)") if n_async
               else f"; issued through {'a synchronous API' if one else 'synchronous APIs'}")
            + f"; worst site {site}")

@@ -98,7 +98,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         if len(gaps.busy[0]) == 0:  # only zero-length rows (integer-us traces): no timeline
             continue
         causes = gg.gap_causes(trace, gaps, host)
-        windows = _windows(th, st, gaps)
+        windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
         for w in windows:
@@ -114,7 +114,9 @@ def _basis_ns(ctx: Context, st: gg.Steps, gaps: gg.Gaps) -> int:
     return ctx.analysed_ns
 
 
-def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps) -> list[dict[str, Any]]:
+def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps, analysed: np.ndarray) -> list[dict[str, Any]]:
+    """Low windows of every step; ``steady`` ones lie in steps of the analysed time (not warm-up,
+    not an empty step the stage analysis left out)."""
     busy = gaps.busy
     out = []
     for k in range(len(st.names)):
@@ -134,7 +136,8 @@ def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps) -> list[dict[st
         cum = np.r_[0, np.cumsum(b)]
         for a, z in zip(first.tolist(), last.tolist()):
             out.append({"start": int(lo[a]), "end": int(hi[z]), "busy": int(cum[z + 1] - cum[a]), "step": k,
-                        "steady": not bool(st.warmup[k]), "chunk": chunk, "chunks": z - a + 1})
+                        "steady": not bool(st.warmup[k]) and bool(analysed[k]), "chunk": chunk,
+                        "chunks": z - a + 1})
     return out
 
 
@@ -217,7 +220,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         waits.update(w["waits"])
     explained = _explained(by_cause, between_short)
     parts = ", ".join(f"{c} {gg.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
-    where = "the GPU's active window (no steps)" if st.synthetic else plural(len(st.steady), "steady step")
+    where = "the GPU's active window (no steps)" if st.synthetic else plural(ctx.analysed.steps_count, "steady step")
     pairs = [p for w in steady for p in w["sites"]]
     site = heaviest([p[0] for p in pairs], [p[1] for p in pairs]) or "without GPU work"
     message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {plural(len(steady), 'window')} "

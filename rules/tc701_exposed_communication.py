@@ -93,7 +93,6 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 
 def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, rows: np.ndarray, cover: tl.Intervals,
              total: int, exposed: int, share: float) -> Finding:
-    trace = ctx.trace
     analysed = ctx.analysed_ns
     overlap = 100.0 * (total - exposed) / total if total else 0.0
     evidence = _evidence(ctx, rows, cover)
