@@ -130,3 +130,14 @@ def test_fail_on(tmp_path):
     r = tc("analyze", str(ROOT / "sample_traces" / "torch_ddp-nccl-train_a100.json.gz"), "--fail-on", "low",
            "-o", str(tmp_path / "r.md"))
     assert r.returncode == 1
+
+
+def test_program_source_lines_never_reach_the_report():
+    from conftest import corpus
+
+    f = corpus("pyspy", "cpu_lock.idle.speedscope.json")
+    roots = corpus("pyspy", "workloads")
+    r = tc("analyze", str(f), "--source-root", str(roots), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "lock.acquire" not in r.stdout and "time.sleep(" not in r.stdout  # texts of cpu_lock.py lines
+    assert json.loads(r.stdout)["source"]["meta"] == {}

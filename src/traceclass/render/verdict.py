@@ -98,12 +98,10 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         )
     cpu = report.cpu_profile
     if cpu is not None and hasattr(cpu, "verdict"):
-        try:
-            text = cpu.verdict()
-        except Exception:  # noqa: BLE001 - the CPU profile is optional prose
-            text = ""
+        # the sentence is our own words and numbers; names in it go through ``name``
+        text = cpu.verdict(name)
         if text:
-            out.append(prose(text))
+            out.append(text)
     real = [f for f in report.findings if f.severity != "info"]
     if report.findings or report.ops or report.devices:
         if real:

@@ -109,7 +109,10 @@ def _source(trace: Trace) -> SourceSummary:
         duration_ns=(bounds[1] - bounds[0]) if bounds else 0,
         captured=tuple(sorted(trace.captured)),
         counts={k: v for k, v in counts.items() if v},
-        meta={k: v for k, v in trace.meta.items() if k != "event_counts"},
+        # scalar facts only (versions, flags): tables such as the program's source lines that a
+        # reader keeps for the analyses never reach a report
+        meta={k: v for k, v in trace.meta.items()
+              if isinstance(v, (str, int, float, bool)) and k != "source_lines"},
     )
 
 
