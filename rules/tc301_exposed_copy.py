@@ -110,11 +110,13 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
         bw += f" vs {peak / 1e9:.0f} GB/s peak ({basis})" if peak else f" (peak unknown: {basis})"
     evidence = _evidence(trace, r, ex)
     worst = evidence[0]
+    timeline = next((t for t in ctx.analysis.timelines if t.device == dev), None)
+    other = (f"; the timeline's exposed copy ({duration_text(timeline.exposed_copy_ns)}) counts every direction, memsets and the "
+             f"whole GPU window" if timeline and timeline.exposed_copy_ns != union else "")
     msg = (f"GPU {dev}: {plural(len(r), label + ' copy', label + ' copies')} exposed for {duration_text(union)}, "
            f"{pct:.1f}% of the {duration_text(analysed)} analysed (threshold {th['min_exposed_pct']}% and "
            f"{th['min_exposed_us']} us); {size_text(total_bytes)}{_unknown(int((~known).sum()))}, {bw}; "
-           f"worst site {worst.values['site']}")
-    timeline = next((t for t in ctx.analysis.timelines if t.device == dev), None)
+           f"worst site {worst.values['site']}{other}")
     values = {"copies_count": int(len(r)), "exposed_ns": union, "copy_ns": int(dur.sum()), "analysed_ns": analysed,
               "exposed_pct": round(pct, 3), "bytes": total_bytes, "bytes_unknown_count": int((~known).sum()),
               "achieved_gb_s": round(achieved / 1e9, 3) if achieved is not None else None,

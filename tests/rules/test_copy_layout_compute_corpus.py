@@ -57,6 +57,8 @@ def test_mi300x_dtod_copies_listed() -> None:
     assert sum(e.count for e in f.evidence) == 306
     # the timeline's figure: all 550 copies and the 108 memsets over the whole window
     assert f.values["timeline_exposed_copy_ns"] == 2_637_529
+    assert f.message.endswith("; the timeline's exposed copy (2.64 ms) counts every direction, memsets and the whole "
+                              "GPU window")
     assert any("copy_bucket_to_grad" in e.what for e in f.evidence)
     assert any(e.source == "train_ddp.py:82" for e in f.evidence)
 
