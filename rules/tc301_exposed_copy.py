@@ -111,8 +111,8 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
     evidence = _evidence(trace, r, ex)
     worst = evidence[0]
     timeline = next((t for t in ctx.analysis.timelines if t.device == dev), None)
-    other = (f"; the timeline's exposed copy ({duration_text(timeline.exposed_copy_ns)}) counts every direction, memsets and the "
-             f"whole GPU window" if timeline and timeline.exposed_copy_ns != union else "")
+    other = (f"; the timeline's exposed copy ({duration_text(timeline.exposed_copy_ns)}) counts every direction, "
+             f"memsets and the whole GPU window" if timeline and timeline.exposed_copy_ns != union else "")
     msg = (f"GPU {dev}: {plural(len(r), label + ' copy', label + ' copies')} exposed for {duration_text(union)}, "
            f"{pct:.1f}% of the {duration_text(analysed)} analysed (threshold {th['min_exposed_pct']}% and "
            f"{th['min_exposed_us']} us); {size_text(total_bytes)}{_unknown(int((~known).sum()))}, {bw}; "
