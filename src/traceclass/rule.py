@@ -15,14 +15,14 @@ Conventions every rule follows:
 * **Severity** comes from ``ctx.severity(recoverable_ns)``: :func:`severity_for` with
   ``ctx.analysed_ns`` as the denominator, the wall time of the steady-state steps (the whole
   trace when it has no steps), the same number for every rule, so severities of different rules
-  compare. A rule counts its recoverable time in
-  that same time (``ctx.analysed``; GPU rows: ``ctx.gpu_analysed``). ``high`` needs >= 10 % of it
-  *and* at least :data:`HIGH_MIN_NS` (1 ms), ``medium`` >= 3 % and at least
-  :data:`MEDIUM_MIN_NS` (0.1 ms): a finding worth microseconds is never ``high``, however short
-  the trace. Nothing recoverable (0 ns) is ``info``: kept in the JSON report, folded in tables.
+  compare. A rule counts its recoverable time in that same time (``ctx.analysed``; GPU rows:
+  ``ctx.gpu_analysed``). ``high`` needs >= 10 % of it *and* at least :data:`HIGH_MIN_NS` (1 ms),
+  ``medium`` >= 3 % and at least :data:`MEDIUM_MIN_NS` (0.1 ms): a finding worth microseconds is
+  never ``high``, however short the trace. Nothing recoverable (0 ns) is ``info``: kept in the
+  JSON report, folded in tables.
 * **Location** (the fingerprint) names the site: op, kernel, stage or source-line names and the
   pattern, never device indices, ranks or times, so the same problem on rank 0 and rank 7, or in
-  a later run, matches; two different sites differ. ``traceclass.analysis.analysed.device_tag``
+  a later run, matches; two different sites differ. ``traceclass.analysis.locations.device_tag``
   tells apart two GPUs of one process without naming their indices.
 * **Messages** agree in number (:func:`plural`) and print the measured value next to the
   threshold.
