@@ -30,8 +30,8 @@ from traceclass import timeline as tl
 from traceclass.model import AnnotationKind, Trace
 from traceclass.model.nesting import group_ids
 
-#: user ranges that hold input-pipeline work, as TC204's default ``data_stage_regex``; the words
-#: of ``gpu_gaps.DATA_STAGE`` (TC202's data-loading cause) plus ``preprocess``. A word must start
+#: user ranges that hold input-pipeline work: TC204's default ``data_stage_regex`` and TC202's
+#: data-loading cause (``gpu_gaps.DATA_STAGE``). A word must start
 #: the name or follow a non-letter: ``stage:dataload``, ``## load_batch ##``, ``preprocess`` match,
 #: ``DistributedDataParallel.forward`` and ``offload`` do not.
 DEFAULT_PATTERN = r"(?i)(^|[^a-z])(data|load|batch|prefetch|collate|input|preprocess)"

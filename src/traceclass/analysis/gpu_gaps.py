@@ -35,6 +35,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from traceclass.analysis.data_loading import DEFAULT_PATTERN as DEFAULT_DATA_PATTERN
+
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
 from traceclass.analysis.source_lines import source_for_points
@@ -57,7 +59,7 @@ ITEM_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 _STAGE_KINDS = np.array([int(k) for k in (AnnotationKind.USER, AnnotationKind.DATALOADER, AnnotationKind.OPTIMIZER,
                                           AnnotationKind.COMPILED, AnnotationKind.COMMUNICATION)], dtype=np.int8)
 #: user ranges that hold input-pipeline work: "stage:data", "## load_batch ##", "wait_for_batch"
-DATA_STAGE = re.compile(r"(?i)(^|[^a-z])(data|load|batch|prefetch|collate|input)")
+DATA_STAGE = re.compile(DEFAULT_DATA_PATTERN)  # the same words as TC204's data ranges
 
 
 # --------------------------------------------------------------------------- steps
@@ -96,6 +98,7 @@ def steps(trace: Trace, analysis: Analysis) -> Steps:
     occ = analysis.occurrences
     kinds = np.asarray(occ.kinds, dtype=np.int64)
     rows = np.flatnonzero(kinds[occ.stage] == AnnotationKind.STEP) if len(occ.stage) else np.zeros(0, np.int64)
+    rows = rows[~occ.empty[rows]]  # steps without any work are profiler artifacts
     rows = rows[np.argsort(occ.start_ns[rows], kind="stable")]
     names = [occ.names[occ.stage[r]] for r in rows.tolist()]
     if not occ.synthetic and len(rows):

@@ -110,9 +110,7 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS) -> str:
         for e in f.evidence[:rows]:
             when = "—"
             if e.start_ns is not None:
-                when = f"{units.duration(e.start_ns)}"
-                if e.end_ns is not None:
-                    when += f" → {units.duration(e.end_ns)}"
+                when = _window(e.start_ns, e.end_ns)
             names = ", ".join(code(n, 60) for n in (e.ops + e.kernels)[:4])
             ev_rows.append(
                 (
@@ -134,6 +132,22 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS) -> str:
         if len(f.evidence) > rows:
             lines.append(f"\n({len(f.evidence) - rows} more instances in the JSON report)")
     return "\n".join(lines)
+
+
+def _window(start_ns: int, end_ns: int | None) -> str:
+    """``a → b`` with enough digits that a and b differ when the times do."""
+    a = units.duration(start_ns)
+    if end_ns is None:
+        return a
+    b = units.duration(end_ns)
+    if a == b and end_ns != start_ns:
+        m = max(abs(start_ns), abs(end_ns))
+        scale, unit = next((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")) if m >= s)
+        for digits in range(4, 13):
+            a, b = f"{start_ns / scale:.{digits}g} {unit}", f"{end_ns / scale:.{digits}g} {unit}"
+            if a != b:
+                break
+    return f"{a} → {b}"
 
 
 def _stages(r: Report) -> str:

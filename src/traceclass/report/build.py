@@ -423,7 +423,7 @@ def _memory(trace: Trace) -> tuple[MemoryRow, ...]:
         if not len(alloc) or alloc.max() < 0:
             continue
         peak_res = int(res.max()) if len(res) and res.max() > 0 else None
-        out.append(MemoryRow(device_type="gpu" if dt == 1 else "cpu", device=int(dev), events=int(m.sum()),
+        out.append(MemoryRow(device_type="cpu" if dt == 0 else "gpu", device=int(dev), events=int(m.sum()),
                              peak_allocated_bytes=int(alloc.max()), peak_reserved_bytes=peak_res))
     return tuple(out)
 
