@@ -541,11 +541,15 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
         med = float(d[n // 2]) if n % 2 else float(d[n // 2 - 1] + d[n // 2]) / 2.0
         gg = analysis.ops.gpu_group[rows]
         bound = ""
+        point = None
         ugg = np.unique(gg[gg >= 0])
         if len(ugg) == 1:
             g = groups[int(ugg[0])]
             if g.kind == "op" and g.kernels == g.count:
                 bound = g.point.bound
+                point = g.point if g.flops is not None else None
+        fn = gpu.full_name[rows]
+        fn = fn[fn >= 0]
         op_names: list[str] = []
         if len(ugg):
             w = np.bincount(np.searchsorted(ugg, gg[gg >= 0]), weights=d[gg >= 0].astype(np.float64))
@@ -566,6 +570,13 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
                 share_pct=100.0 * float(d.sum()) / busy,
                 bound=bound,
                 ops=tuple(op_names),
+                full_name=trace.strings[int(fn[0])] if len(fn) else "",
+                flops=point.flops if point else None,
+                bytes=point.bytes if point else None,
+                intensity=point.intensity if point and point.intensity not in (None, float("inf")) else None,
+                achieved_flops_per_s=point.achieved_flops_per_s if point else None,
+                achieved_bytes_per_s=point.achieved_bytes_per_s if point else None,
+                pct_of_roof=point.pct_of_roof if point else None,
             )
         )
     out.sort(key=lambda k: -k.total_ns)

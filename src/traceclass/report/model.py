@@ -162,6 +162,14 @@ class KernelRow:
     share_pct: float
     bound: str  # from the op that launched it when that op launched only this kernel
     ops: tuple[str, ...]  # launching op names (most time first)
+    full_name: str = ""  # demangled name when the display name is shortened
+    # roofline per kernel, where the kernel is the only GPU work of its op (1:1 linked)
+    flops: float | None = None  # per call
+    bytes: float | None = None
+    intensity: float | None = None
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    pct_of_roof: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
