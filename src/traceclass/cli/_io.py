@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import os
 import sys
 import tempfile
@@ -71,3 +73,17 @@ class ProgressBar:
         if self.enabled:
             sys.stderr.write("\r" + " " * 60 + "\r")
             sys.stderr.flush()
+
+
+def add_analysis_options(p: argparse.ArgumentParser) -> None:
+    """Options that decide how a trace is analysed, shared by analyze, diff, check and baseline."""
+    p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
+    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps",
+                   help="steps set apart as warm-up (default 1)")
+    p.add_argument("--device", metavar="NAME",
+                   help="judge GPU work against this device spec (see `traceclass devices`)")
+    p.add_argument("--cpu", metavar="NAME[:CORES]", dest="cpu_device",
+                   help="host CPU spec for CPU-only traces, e.g. cpu-generic-avx512:16 (default: one AVX2 core)")
+    p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
+                   help="where the profiled program's source files are (repeatable): sampled profiles read "
+                        "the calling line to tell a blocking call (sleep, lock, recv) from compute")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from traceclass.cli._io import ProgressBar, write_atomic
+from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
 
@@ -27,18 +27,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--issue", action="store_true",
                    help="compact markdown for a GitHub issue body (fits 65,536 characters; details folded)")
     p.add_argument("--plot", metavar="FILE.png", help="also write a roofline chart (matplotlib)")
-    p.add_argument("--device", metavar="NAME", help="judge GPU work against this device spec (see `traceclass devices`)")
-    p.add_argument("--cpu", metavar="NAME[:CORES]", dest="cpu_device",
-                   help="host CPU spec for CPU-only traces, e.g. cpu-generic-avx512:16 (default: one AVX2 core)")
-    p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
-    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps", help="steps reported as warm-up (default 1)")
     p.add_argument("--top", type=int, metavar="N", dest="top_n", help="rows in op and kernel tables (default 15)")
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
-    p.add_argument("--source-root", metavar="DIR", action="append", default=[],
-                   help="where the profiled program's source files are (repeatable): sampled profiles "
-                        "read the calling line to tell a blocking call (sleep, lock, recv) from compute")
+    add_analysis_options(p)
     p.set_defaults(func=run)
 
 

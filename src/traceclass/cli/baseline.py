@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from traceclass.cli._io import write_atomic
+from traceclass.cli._io import add_analysis_options, write_atomic
 from traceclass.cli._runs import load_run
 from traceclass.cli.analyze import config_from_args
 from traceclass.errors import ConfigError
@@ -30,14 +30,7 @@ def register(p: argparse.ArgumentParser) -> None:
                           description=DESCRIPTION)
     save.add_argument("trace", help="trace file (any supported format) or JSON report")
     save.add_argument("-o", "--output", metavar="FILE", required=True, help="baseline file to write (atomically)")
-    save.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
-    save.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps",
-                      help="steps left out as warm-up (default 1)")
-    save.add_argument("--device", metavar="NAME", help="device spec for GPU traces")
-    save.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
-    save.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
-                      help="where the profiled program's source files are (repeatable): sampled profiles read the "
-                           "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
+    add_analysis_options(save)
     save.set_defaults(func=run_save)
     p.set_defaults(func=_usage(p))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from traceclass.cli._io import write_atomic
+from traceclass.cli._io import add_analysis_options, write_atomic
 from traceclass.cli._runs import load_run
 from traceclass.cli.analyze import config_from_args
 
@@ -31,13 +31,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", required=True, metavar="FILE", help="baseline file (or a trace / JSON report)")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the summary to FILE (atomically)")
     p.add_argument("--format", choices=("md", "json"), help="summary format (default: md)")
-    p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
-    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps", help="warm-up steps (default 1)")
-    p.add_argument("--device", metavar="NAME", help="device spec for GPU traces")
-    p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
-    p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
-                   help="where the profiled program's source files are (repeatable): sampled profiles read the "
-                        "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
+    add_analysis_options(p)
     p.set_defaults(func=run)
 
 

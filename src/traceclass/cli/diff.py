@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from traceclass.cli._io import write_atomic
+from traceclass.cli._io import add_analysis_options, write_atomic
 from traceclass.cli._runs import load_run
 from traceclass.cli.analyze import config_from_args
 
@@ -30,14 +30,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE (atomically) instead of stdout")
     p.add_argument("--format", choices=("md", "json"), help="output format (default: from -o's extension, else md)")
     p.add_argument("--top", type=int, metavar="N", dest="top_n", help="rows in the op-group tables (default 15)")
-    p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
-    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps",
-                   help="steps left out as warm-up when analysing traces (default 1)")
-    p.add_argument("--device", metavar="NAME", help="device spec for GPU traces (see `traceclass devices`)")
-    p.add_argument("--cpu", metavar="NAME", dest="cpu_device", help="host CPU spec for CPU-only traces")
-    p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
-                   help="where the profiled program's source files are (repeatable): sampled profiles read the "
-                        "calling line to tell a blocking call (sleep, lock, recv) from compute, as in analyze")
+    add_analysis_options(p)
     p.set_defaults(func=run)
 
 
