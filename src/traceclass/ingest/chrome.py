@@ -51,28 +51,16 @@ class _Args(msgspec.Struct, gc=False):
     name: Any = None
 
 
-class _Ev(msgspec.Struct, gc=False):
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: msgspec.Raw = _NONE
-    dur: msgspec.Raw = _NONE
-    tdur: msgspec.Raw = _NONE
-    args: Optional[_Args] = None
+def _event_struct(name: str, args: Any) -> type[msgspec.Struct]:
+    """The fields read from a trace event; times kept as text (string-typed ts exists)."""
+    fields = [(f, Any, None) for f in ("ph", "name", "cat", "pid", "tid")]
+    fields += [(f, msgspec.Raw, _NONE) for f in ("ts", "dur", "tdur")] + [("args", args, None)]
+    return msgspec.defstruct(name, fields, gc=False)
 
 
-class _LooseEv(msgspec.Struct, gc=False):
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: msgspec.Raw = _NONE
-    dur: msgspec.Raw = _NONE
-    tdur: msgspec.Raw = _NONE
-    args: Any = None
+_Ev = _event_struct("_Ev", Optional[_Args])
+#: fallback when some event's args is not an object
+_LooseEv = _event_struct("_LooseEv", Any)
 
 
 _DECODE = msgspec.json.Decoder(list[_Ev])
