@@ -49,24 +49,11 @@ MATERIAL_PCT_OF_STEP = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Delta:
+class Delta(noise.Change):
     baseline: float | None
     candidate: float | None
     unit: str  # "ns", "bytes", "pct" (a share; its delta is in percentage points)
     call: NoiseCall
-
-    @property
-    def delta(self) -> float | None:
-        if self.baseline is None or self.candidate is None:
-            return None
-        return self.candidate - self.baseline
-
-    @property
-    def delta_pct(self) -> float | None:
-        d = self.delta
-        if d is None or not self.baseline:
-            return None
-        return 100.0 * d / abs(self.baseline)
 
     @property
     def label(self) -> str:

@@ -54,7 +54,7 @@ PASS, FAIL, NOTHING_COMPARABLE = "pass", "fail", "nothing comparable"
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckRow:
+class CheckRow(noise.Change):
     metric: str  # "step P50", "step P99", "GPU busy share", "peak memory", "stage P50", "budget"
     name: str  # stage name (untrusted) for stage and budget rows, device label for memory, else ""
     baseline: float | None
@@ -65,17 +65,6 @@ class CheckRow:
     noise: NoiseCall | None
     note: str = ""
     budget_ns: int | None = None  # budget rows: the budget
-
-    @property
-    def delta(self) -> float | None:
-        if self.baseline is None or self.candidate is None:
-            return None
-        return self.candidate - self.baseline
-
-    @property
-    def delta_pct(self) -> float | None:
-        d = self.delta
-        return None if d is None or not self.baseline else 100.0 * d / abs(self.baseline)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -267,3 +267,22 @@ def _beta_cf(x: float, a: float, b: float) -> float:
         if abs(delta - 1.0) < eps:
             break
     return h
+
+
+class Change:
+    """``delta`` and ``delta_pct`` of a row with ``baseline`` and ``candidate`` values (a mixin
+    for the diff's and the gate's rows; shares give their delta in percentage points)."""
+
+    baseline: float | None
+    candidate: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.candidate is None:
+            return None
+        return self.candidate - self.baseline
+
+    @property
+    def delta_pct(self) -> float | None:
+        d = self.delta
+        return None if d is None or not self.baseline else 100.0 * d / abs(self.baseline)
