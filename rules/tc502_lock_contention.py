@@ -109,11 +109,10 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     function, file = cpus.enclosing(cs.function(int(site))), cs.file(int(site))
     crit = int(cs.value[sel][cs.critical[sel]].sum())
     gil = int(cs.value[sel][cpus.gil_mask(cs, sel)].sum())
-    leaf = cpus.top_leaf(cs, sel)
     threads = sorted({g for _, g, _, _ in lines}, key=lambda g: -int(cs.value[sel][cs.group[sel] == g].sum()))
     who = ", ".join(cs.groups[g].label for g in threads[:3])
     who += f" and {len(threads) - 3} more" if len(threads) > 3 else ""
-    inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
+    inside = cpus.where_phrase(cs, sel, lines, more=False)
     g = cs.groups[threads[0]]
     one = len(threads) == 1 and not (g.merged and (not g.main or g.label == "all threads"))
     message = (f"{who} wait{'s' if one else ''} {cs.amount(value)} to acquire a lock at "

@@ -101,11 +101,9 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     f0, g0, _, _ = lines[0]
     site = int(cpus.site_frames(cs, sel[:1])[0])
     function, file = cpus.enclosing(cs.function(site)), cs.file(site)
-    leaf = cpus.top_leaf(cs, sel)
-    inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
-    more = f" and {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""
+    where = cpus.where_phrase(cs, sel, lines)
     message = (f"{NOUN[kind]} on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{inside}{more}, {share:.1f}% of its {cs.amount(run)} (threshold "
+               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
                f"{th['min_wait_pct']:g}%)" + cpus.idle_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} {VERB[kind]} at {cs.frame_label(f)}", duration_ns=cs.ns(v),

@@ -125,12 +125,10 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     codec = _serializer(cs, sel)
     family = _FAMILY.get(codec.split(".")[0], "other")
-    leaf = cpus.top_leaf(cs, sel)
-    inside = f" (in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
-    more = f" and {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""
+    where = cpus.where_phrase(cs, sel, lines)
     message = ("Serialization" + (f" with {codec}" if codec else "")
                + f" on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{inside}{more}, {share:.1f}% of its {cs.amount(run)} (threshold "
+               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
                f"{th['min_share_pct']:g}%)" + cpus.timed_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} serializes at {cs.frame_label(f)}", duration_ns=cs.ns(v),

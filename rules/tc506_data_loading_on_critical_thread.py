@@ -92,11 +92,9 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     waiting = int(cs.value[sel][cs.leaf_waits[sel]].sum())
     work = value - waiting
-    leaf = cpus.top_leaf(cs, sel)
-    inside = f" (mostly in {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
-    more = f" and {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""
+    where = cpus.where_phrase(cs, sel, lines, prefix="mostly in")
     message = (f"Data loading on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{inside}{more}, {share:.1f}% of its {cs.amount(run)} (threshold "
+               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
                f"{th['min_share_pct']:g}%); {cs.amount(work)} decoding/transforming on this thread, "
                f"{cs.amount(waiting)} waiting for workers or storage"
                + (cpus.idle_note(cs) if waiting else cpus.timed_note(cs)))

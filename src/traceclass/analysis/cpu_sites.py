@@ -646,3 +646,15 @@ def critical_sites(cs: CpuSites, kinds: tuple[str, ...], min_pct: float, min_tim
 def critical_phrase(g: Group) -> str:
     """``the main thread``, ``all threads`` or ``thread X (the critical thread)``."""
     return g.phrase if g.merged and g.main else f"{g.phrase} (the critical thread)"
+
+
+def where_phrase(cs, sel: np.ndarray, lines: list, prefix: str = "in", more: bool = True) -> str:  # type: ignore[no-untyped-def]
+    """`` (in <leaf frame>) and N more lines`` after a site's location in a rule message: the
+    hottest leaf under the site when it is another frame, and how many more lines there are."""
+    f0 = lines[0][0]
+    leaf = top_leaf(cs, sel)
+    inside = f" ({prefix} {cs.frame_label(leaf)})" if leaf >= 0 and leaf != f0 else ""
+    extra = ""
+    if more and len(lines) > 1:
+        extra = f" and {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}"
+    return inside + extra
