@@ -47,6 +47,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import tensor_cores as tc
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
@@ -104,8 +105,8 @@ def _finding(ctx: Context, reason: int, dev: int, tag: str, items: list[tc.Candi
         fix = ("Pad the dimensions to multiples of 8 (fp16/bf16) or 16 (fp8/int8): vocabulary and hidden sizes, "
                "head dims, channel counts (pad a 3-channel input to 4 or 8 channels, with channels_last).")
     worst = items[0].name + (f" at {sources_text[0]}" if sources_text and sources_text[0] else "")
-    msg = (f"GPU {dev}: {what}; {duration_text(total)} recoverable, {pct:.1f}% of the {duration_text(ctx.analysed_ns)} "
-           f"analysed (threshold {th['min_recoverable_pct']}% and {th['min_recoverable_us']} us); worst: {worst}")
+    msg = (f"GPU {dev}: {what}; {duration_text(total)} recoverable, {units.pct(pct, 1)} of the {duration_text(ctx.analysed_ns)} "
+           f"analysed (threshold {th['min_recoverable_pct']}% and {units.duration(th['min_recoverable_us'] * 1000)}); worst: {worst}")
     evidence = tuple(Evidence(what=i.label, duration_ns=i.time_ns, count=i.count, ops=(i.name,), kernels=i.kernels,
                               bytes=int(i.values["bytes_per_call"] * i.count) if i.values.get("bytes_per_call")
                               else None, source=src, values=i.values)

@@ -84,6 +84,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
@@ -204,35 +205,35 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         "of " + ", ".join(n for n, _ in gg.name_counts(trace, joined[joined >= 0])[:2]))
     location = f"{'host ops' if host else 'GPU kernels'} {site}{tag}"
     if host:
-        message = (f"host-side op storm: {plural(items, 'top-level op')} shorter than {limit_us:g} us (threshold) back "
-                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {gg.us(window)}: ops take "
-                   f"{gg.pct(busy, window)} % of it, the host between them {gg.pct(window - busy, window)} %; "
+        message = (f"host-side op storm: {plural(items, 'top-level op')} shorter than {units.duration(limit_us * 1000)} (threshold) back "
+                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {units.duration(window)}: ops take "
+                   f"{units.share(busy, window)} of it, the host between them {units.share(window - busy, window)}; "
                    f"dispatch overhead, no GPU in this trace{candidate}")
     else:
         memsets = sum(s["memsets"] for s in steady)
         what = f"kernels ({memsets} of them memsets)" if memsets else "kernels"
-        message = (f"{items:,} {what} shorter than {limit_us:g} us (threshold) in {plural(len(steady), 'storm')} on GPU "
-                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {gg.pct(busy, window)} % of their "
-                   f"{gg.us(window)} (threshold < {th['max_busy_pct']:g} %), {gg.us(window - busy)} launch-bound"
+        message = (f"{items:,} {what} shorter than {units.duration(limit_us * 1000)} (threshold) in {plural(len(steady), 'storm')} on GPU "
+                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {units.share(busy, window)} of their "
+                   f"{units.duration(window)} (threshold < {units.pct(th['max_busy_pct'], None)}), {units.duration(window - busy)} launch-bound"
                    f"{candidate}")
-    floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
-                  f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
+    floor_text = (f"{units.duration(th['host_op_floor_us'] * 1000)} per op (the cost of the cheapest eager op)" if host else
+                  f"{units.duration(th['kernel_gap_floor_us'] * 1000)} per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
-                + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
+                f"minus {floor_text}; severity against the {units.duration(ctx.analysed_ns)} analysed (steady step time)"
+                + ("" if host else "; gaps >= 30 µs inside storms are also listed by TC202"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
     for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:50]:
         run = s["run"]
         label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
         evidence.append(Evidence(
-            what=(f"{len(run.rows)} ops, {gg.pct(run.busy_ns, run.window_ns)} % in ops, {gg.us(run.idle_ns)} between them"
-                  if host else f"{len(run.rows)} kernels, GPU busy {gg.pct(run.busy_ns, run.window_ns)} %, "
-                  f"{gg.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
+            what=(f"{len(run.rows)} ops, {units.share(run.busy_ns, run.window_ns)} in ops, {units.duration(run.idle_ns)} between them"
+                  if host else f"{len(run.rows)} kernels, GPU busy {units.share(run.busy_ns, run.window_ns)}, "
+                  f"{units.duration(run.idle_ns)} idle") + (f" ({label})" if label else ""),
             start_ns=run.start_ns, end_ns=run.end_ns, duration_ns=run.window_ns, count=len(run.rows),
             ops=gg.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
             source=s["source"],
-            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": gg.pct(run.busy_ns, run.window_ns),
+            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": units.percent(run.busy_ns, run.window_ns, 1),
                     "idle_ns": run.idle_ns, "recoverable_ns": s["recoverable"], "kernels_count": s["kernels"],
                     "memsets_count": s["memsets"], "ops_count": len(run.rows) if host else None,
                     "step": st.names[s["step"]] if s["step"] >= 0 else None,
@@ -244,7 +245,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
-                "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
+                "window_ns": window, "busy_ns": busy, "busy_pct": units.percent(busy, window, 1), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
                 "threshold_us": limit_us, "op_counts": dict(ops_sorted[:20]),

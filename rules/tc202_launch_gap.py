@@ -83,6 +83,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
@@ -146,24 +147,24 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         m = step == k
         per_step.append({"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": int(m.sum()),
                          "gap_ns": int(length[m].sum())})
-    per = "in the trace (no steps)" if st.synthetic else f"{gg.us(total / n_steps)} per step"
+    per = "in the trace (no steps)" if st.synthetic else f"{units.duration(total / n_steps)} per step"
     analysed = ctx.analysed_ns
     site = _site(ctx, gaps, sel[steady])
-    message = (f"GPU {dev} idle {gg.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
-               f"(threshold), cause {cause}: {per}, {gg.pct(total, analysed)} % of steady step time; most of it "
+    message = (f"GPU {dev} idle {units.duration(total)} in {plural(int(steady.sum()), 'gap')} >= {units.duration(th['min_gap_us'] * 1000)} "
+               f"(threshold), cause {cause}: {per}, {units.share(total, analysed)} of steady step time; most of it "
                f"{site}" + _hint(ctx, cause, sel, causes))
     return Finding(
         code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
         severity="info" if cause == "unknown" else ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
-                  f"steady-state gap time minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
-                  f"between already-queued kernels); severity against the {gg.us(analysed)} analysed (steady step "
+                  f"steady-state gap time minus {units.duration(gg.QUEUED_GAP_FLOOR_NS)} per gap (the GPU-side gap "
+                  f"between already-queued kernels); severity against the {units.duration(analysed)} analysed (steady step "
                   f"time); gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add "
                   f"them up"),
         fix=FIXES[cause], location=f"{cause} gaps {site}{tag}",
         evidence=_evidence(ctx, st, gaps, causes, sel, step, steady, host, cause),
         values={"cause": cause, "gaps_count": int(steady.sum()), "gap_ns": total,
-                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, analysed),
+                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": units.percent(total, analysed, 1),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
                 "steady_steps_count": ctx.analysed.steps_count, "warmup_gaps_count": int(warm.sum()),
                 "warmup_gap_ns": int(length[warm].sum()), "outside_steps_gap_ns": int(length[step < 0].sum()),
@@ -199,7 +200,7 @@ def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gg.GapCauses) -> st
         return f" ({queued} of them mostly after the launch call returned: GPU-side waits)" if queued else ""
     if cause == "launch-overhead":
         h = causes.host_window_ns[sel]
-        return (f"; host busy {gg.pct(causes.busy_ns[sel].sum(), h.sum())} % of the time before the next launch"
+        return (f"; host busy {units.share(causes.busy_ns[sel].sum(), h.sum())} of the time before the next launch"
                 if h.sum() else "")
     return ""
 
@@ -224,7 +225,7 @@ def _evidence(ctx: Context, st: gg.Steps, gaps: gg.Gaps, causes: gg.GapCauses, s
         k = int(step[pick[i]])
         op = int(gpu.op[nxt[i]])
         out.append(Evidence(
-            what=f"{gg.us(gaps.length_ns[g])} idle before {trace.strings[gpu.name[nxt[i]]]}: "
+            what=f"{units.duration(gaps.length_ns[g])} idle before {trace.strings[gpu.name[nxt[i]]]}: "
                  f"{_detail(ctx, cause, g, causes, host, int(a[i]))}"
                  + ("" if steady[pick[i]] else (" (warm-up step)" if k >= 0 else " (outside steps)")),
             start_ns=int(gaps.start_ns[g]), end_ns=int(gaps.end_ns[g]), duration_ns=int(gaps.length_ns[g]),
@@ -246,14 +247,14 @@ def _detail(ctx: Context, cause: str, g: int, causes: gg.GapCauses, host: gg.Hos
         return "no launch call recorded for it (queued before the profiler started, or a page migration)"
     api = ctx.trace.strings[ctx.trace.api.name[a]]
     if queue >= h and queue >= call and queue > 0:
-        return f"{gg.us(queue)} of it after {api} returned: the GPU waited on something else (stream/event dependency)"
+        return f"{units.duration(queue)} of it after {api} returned: the GPU waited on something else (stream/event dependency)"
     if call >= h and call > 0:
-        return f"{gg.us(call)} of it inside the {api} call itself"
+        return f"{units.duration(call)} of it inside the {api} call itself"
     if cause == "data-loading":
-        return f"data loading {gg.pct(causes.data_ns[g], h)} % of the {gg.us(h)} before the launch"
+        return f"data loading {units.share(causes.data_ns[g], h)} of the {units.duration(h)} before the launch"
     if cause == "host-sync":
-        return (f"the GPU went idle while the host was blocked in a sync ({gg.us(causes.wait_ns[g])} of the "
-                f"{gg.us(h)} before the launch; host busy {gg.pct(causes.busy_ns[g], h)} % of it)")
+        return (f"the GPU went idle while the host was blocked in a sync ({units.duration(causes.wait_ns[g])} of the "
+                f"{units.duration(h)} before the launch; host busy {units.share(causes.busy_ns[g], h)} of it)")
     if cause == "launch-overhead":
-        return f"host busy in ops/Python/runtime {gg.pct(causes.busy_ns[g], h)} % of the {gg.us(h)} before the launch"
-    return f"no recorded host activity in {gg.pct(h - causes.busy_ns[g], h)} % of the {gg.us(h)} before the launch"
+        return f"host busy in ops/Python/runtime {units.share(causes.busy_ns[g], h)} of the {units.duration(h)} before the launch"
+    return f"no recorded host activity in {units.share(h - causes.busy_ns[g], h)} of the {units.duration(h)} before the launch"

@@ -71,6 +71,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
@@ -156,9 +157,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     analysed = ctx.analysed_ns
     how_often = "in the trace (no steps)" if st.synthetic else \
         f"in {plural(n_steps, 'steady step')} ({per_step:.4g} per step)"
-    message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {gg.us(wait)} and left "
-               f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {gg.us(caused)} "
-               f"after {'it' if count == 1 else 'them'} ({gg.pct(caused, analysed)} % of steady step time); calls: "
+    message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {units.duration(wait)} and left "
+               f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {units.duration(caused)} "
+               f"after {'it' if count == 1 else 'them'} ({units.share(caused, analysed)} of steady step time); calls: "
                f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
@@ -172,14 +173,14 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
         message=message, recoverable_ns=recoverable,
         estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
                   f"new work after they returned, minus "
-                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
-                  f"severity against the {gg.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
+                  f"{units.duration(gg.QUEUED_GAP_FLOOR_NS)} per wait (the GPU-side gap between already-queued kernels); "
+                  f"severity against the {units.duration(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
                   f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
                 "steady_steps_count": ctx.analysed.steps_count,
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
-                "gpu_idle_pct_of_step": gg.pct(caused, analysed), "api_counts": apis,
+                "gpu_idle_pct_of_step": units.percent(caused, analysed, 1), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
                 "devices": devices, "per_step": per[:50]},
@@ -209,8 +210,8 @@ def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, st
         wait = int(ev.end_ns[k] - ev.wait_ns[k])
         op = int(ev.op[k])
         out.append(Evidence(
-            what=(f"{' + '.join(ev.calls(k)) or trace.strings[trace.ops.name[op]]} waited {gg.us(wait)}, "
-                  f"GPU idle {gg.us(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
+            what=(f"{' + '.join(ev.calls(k)) or trace.strings[trace.ops.name[op]]} waited {units.duration(wait)}, "
+                  f"GPU idle {units.duration(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
             start_ns=int(ev.start_ns[k]), end_ns=int(ev.end_ns[k]), duration_ns=int(ev.end_ns[k] - ev.start_ns[k]),
             ops=(gg.op_chain(trace, op, 3),) if op >= 0 else (), source=src[j],
             values={"host_wait_ns": wait, "gpu_idle_ns": int(idle[k]),

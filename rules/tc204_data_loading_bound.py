@@ -59,6 +59,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass import timeline as tl
 from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
@@ -98,13 +99,13 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
     n_steps = max(len(steps), 1)
     sites, outer = _sites(ctx, dr)
     recoverable = max(idle.values()) if idle else total
-    gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({100.0 * ns / total:.1f}%)"
+    gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({units.pct(100.0 * ns / total, 1)})"
                        for d, ns in idle.items())
     top = ", ".join(f"{e.values['site']} {duration_text(e.duration_ns)}" for e in sites[:3])
     steps_text = "whole trace, no steps" if ctx.analysed.synthetic else \
         f"{plural(len(steps), 'step')}, {duration_text(total / n_steps)} per step"
     message = (f"data loading on the training thread took {duration_text(total)} of the {duration_text(analysed)} "
-               f"steady step time ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
+               f"steady step time ({units.pct(share, 1)}, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
     if idle:
         estimate = ("GPU idle inside the data ranges of the steady steps (the most idle device): what the loop's wait "
                     "cost the GPU; an upper bound, a worker still hands each batch over. TC202 lists the same time as "

@@ -47,6 +47,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
@@ -114,8 +115,8 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
     other = (f"; the timeline's exposed copy ({duration_text(timeline.exposed_copy_ns)}) counts every direction, "
              f"memsets and the whole GPU window" if timeline and timeline.exposed_copy_ns != union else "")
     msg = (f"GPU {dev}: {plural(len(r), label + ' copy', label + ' copies')} exposed for {duration_text(union)}, "
-           f"{pct:.1f}% of the {duration_text(analysed)} analysed (threshold {th['min_exposed_pct']}% and "
-           f"{th['min_exposed_us']} us); {size_text(total_bytes)}{_unknown(int((~known).sum()))}, {bw}; "
+           f"{units.pct(pct, 1)} of the {duration_text(analysed)} analysed (threshold {th['min_exposed_pct']}% and "
+           f"{units.duration(th['min_exposed_us'] * 1000)}); {size_text(total_bytes)}{_unknown(int((~known).sum()))}, {bw}; "
            f"worst site {worst.values['site']}{other}")
     values = {"copies_count": int(len(r)), "exposed_ns": union, "copy_ns": int(dur.sum()), "analysed_ns": analysed,
               "exposed_pct": round(pct, 3), "bytes": total_bytes, "bytes_unknown_count": int((~known).sum()),

@@ -43,6 +43,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
@@ -111,7 +112,7 @@ def _finding(ctx: Context, dev: int, tag: str, m: int, calls, row, blocked, bubb
     what = (f"{plural(len(calls), 'copy', 'copies')} through a synchronous API" if m == SYNC_API else
             f"{plural(len(calls), 'async copy', 'async copies')} {'' if one else 'each '}followed by a synchronize "
             f"call ({'gap' if one else 'largest gap'} {duration_text(int(gaps.max()))}, threshold "
-            f"{th['max_wait_gap_us']} us)")
+            f"{units.duration(th['max_wait_gap_us'] * 1000)})")
     evidence = _evidence(trace, calls, row, blocked, cost, nbytes)
     site = evidence[0].values["site"]
     msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from traceclass import units
 from traceclass.analysis.layout_sites import KERNELS, MISMATCH, TRANSPOSE, LayoutSite, layout_sites
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
@@ -106,9 +107,9 @@ def _finding(ctx: Context, kind: int, dev: int, tag: str, group: list[LayoutSite
     known = [s.bytes for s in group if s.bytes is not None]
     worst = group[0]
     share = 100.0 * total / analysed if analysed > 0 else 0.0
-    msg = (f"{where}: {plural(count, _ONE[kind], _KIND[kind])} at {plural(len(group), 'site')} took {duration_text(total)} ({share:.1f}% "
-           f"of the {duration_text(analysed)} analysed; all layout work {device_share:.1f}%, threshold "
-           f"{th['min_share_pct']}%; this kind threshold {th['min_total_us']} us)"
+    msg = (f"{where}: {plural(count, _ONE[kind], _KIND[kind])} at {plural(len(group), 'site')} took {duration_text(total)} ({units.pct(share, 1)} "
+           f"of the {duration_text(analysed)} analysed; all layout work {units.pct(device_share, 1)}, threshold "
+           f"{th['min_share_pct']}%; this kind threshold {units.duration(th['min_total_us'] * 1000)})"
            f"{', ' + size_text(sum(known)) + ' moved' if known else ''}; worst: {worst.label}"
            f"{' at ' + worst.source if worst.source else ''}")
     time_basis = "their kernels' time (union per call)" if dev >= 0 else "their inclusive op time"

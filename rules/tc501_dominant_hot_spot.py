@@ -84,6 +84,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY, label
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
@@ -169,16 +170,16 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     others = len(per_group) - 1
     unverified = kind == "unverified"
     more = f", and dominates {others} more thread{'s' if others > 1 else ''}" if others else ""
-    amounts = f"({cs.amount(v0)} of {cs.amount(_base(grp0))}; threshold {th['min_self_pct']:g}%)"
+    amounts = f"({cs.amount(v0)} of {cs.amount(_base(grp0))}; threshold {units.pct(th['min_self_pct'], None)})"
     if unverified:
-        message = (f"{where}: {UNVERIFIED}, {s0:.0f}% of the {_scope(grp0)} after start-up on {grp0.phrase} "
+        message = (f"{where}: {UNVERIFIED}, {units.pct(s0, 0)} of the {_scope(grp0)} after start-up on {grp0.phrase} "
                    f"{amounts}{more}" + (f", called from {caller}" if caller else "") + f"; {UNVERIFIED_WHY}")
     else:
-        message = (f"{where} holds {s0:.0f}% of the {_scope(grp0)} after start-up on {grp0.phrase} {amounts}{more}"
+        message = (f"{where} holds {units.pct(s0, 0)} of the {_scope(grp0)} after start-up on {grp0.phrase} {amounts}{more}"
                    f": {label(kind)}" + (f", called from {caller}" if caller else ""))
     message += cpus.timed_note(cs)
     evidence = [
-        Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its {_scope(cs.groups[g])} after start-up",
+        Evidence(what=f"{cs.groups[g].label}: {units.pct(share, 1)} of its {_scope(cs.groups[g])} after start-up",
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
                  values={"self_pct": round(share, 2), "self_value": v, "thread_on_cpu_value":
                          cs.groups[g].steady_on_cpu, "thread_unverified_value": cs.groups[g].steady_unverified,
@@ -186,7 +187,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         for g, v, _, share in per_group[:20]
     ]
     for cf, cv, cc in _callers(cs, mine, f):
-        evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpus.pct(cv, value):.0f}% of the line's "
+        evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {units.pct(cpus.pct(cv, value), 0)} of the line's "
                                       "self time", duration_ns=cs.ns(cv), count=cs.samples(cv),
                                  source=cs.location(cf)))
     # off the critical thread a line delays the run only while it holds the GIL (Python, GC) of

@@ -68,6 +68,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
@@ -116,11 +117,11 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     g = cs.groups[threads[0]]
     one = len(threads) == 1 and not (g.merged and (not g.main or g.label == "all threads"))
     message = (f"{who} wait{'s' if one else ''} {cs.amount(value)} to acquire a lock at "
-               f"{cs.location(f0)}{inside}, {share:.1f}% of the run's {cs.amount(run)} (threshold "
-               f"{th['min_wait_pct']:g}%)"
+               f"{cs.location(f0)}{inside}, {units.pct(share, 1)} of the run's {cs.amount(run)} (threshold "
+               f"{units.pct(th['min_wait_pct'], None)})"
                + (f"; the critical thread waits {cs.amount(crit)} of it" if crit else
                   "; the critical thread does not wait here")
-               + (f"; {cpus.pct(gil, value):.0f}% is GIL waiting" if gil else "") + cpus.idle_note(cs))
+               + (f"; {units.pct(cpus.pct(gil, value), 0)} is GIL waiting" if gil else "") + cpus.idle_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} waits at {cs.frame_label(f)}"
                       + (" (critical thread)" if cs.groups[g].critical else ""),

@@ -65,6 +65,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
 
@@ -103,8 +104,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     function, file = cpus.enclosing(cs.function(site)), cs.file(site)
     where = cpus.where_phrase(cs, sel, lines)
     message = (f"{NOUN[kind]} on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
-               f"{th['min_wait_pct']:g}%)" + cpus.idle_note(cs))
+               f"{cs.location(f0)}{where}, {units.pct(share, 1)} of its {cs.amount(run)} (threshold "
+               f"{units.pct(th['min_wait_pct'], None)})" + cpus.idle_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} {VERB[kind]} at {cs.frame_label(f)}", duration_ns=cs.ns(v),
                  count=cs.samples(v), source=cs.location(f),

@@ -62,6 +62,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
 
@@ -128,8 +129,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     where = cpus.where_phrase(cs, sel, lines)
     message = ("Serialization" + (f" with {codec}" if codec else "")
                + f" on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
-               f"{th['min_share_pct']:g}%)" + cpus.timed_note(cs))
+               f"{cs.location(f0)}{where}, {units.pct(share, 1)} of its {cs.amount(run)} (threshold "
+               f"{units.pct(th['min_share_pct'], None)})" + cpus.timed_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} serializes at {cs.frame_label(f)}", duration_ns=cs.ns(v),
                  count=cs.samples(v), source=cs.location(f),

@@ -57,6 +57,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
@@ -103,13 +104,13 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
             top_lines.append(f"{', '.join(names[:2]) or 'modules without a Python frame'} from {cs.location(f)}, "
                              f"{cs.amount(v)}")
         evidence.append(Evidence(
-            what=f"{where} imports {', '.join(names[:3]) or 'modules'}: {cpus.pct(v, value):.0f}% of start-up",
+            what=f"{where} imports {', '.join(names[:3]) or 'modules'}: {units.pct(cpus.pct(v, value), 0)} of start-up",
             duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f) if f >= 0 else None,
             values={"value": v, "modules": names[:5]}))
-    message = (f"imports take {cs.amount(value)}, {share:.1f}% of the critical thread's {cs.amount(run)} "
-               f"(threshold {th['min_startup_pct']:g}%)"
+    message = (f"imports take {cs.amount(value)}, {units.pct(share, 1)} of the critical thread's {cs.amount(run)} "
+               f"(threshold {units.pct(th['min_startup_pct'], None)})"
                + (f": {'; '.join(top_lines[:3])}" if top_lines else "")
-               + (f"; {cpus.pct(compiling, value):.0f}% of it compiles bytecode (no usable .pyc)" if compiling else "")
+               + (f"; {units.pct(cpus.pct(compiling, value), 0)} of it compiles bytecode (no usable .pyc)" if compiling else "")
                + cpus.timed_note(cs))
     ns = cs.ns(value)
     return Finding(

@@ -60,6 +60,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
 
@@ -94,8 +95,8 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     work = value - waiting
     where = cpus.where_phrase(cs, sel, lines, prefix="mostly in")
     message = (f"Data loading on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
-               f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
-               f"{th['min_share_pct']:g}%); {cs.amount(work)} decoding/transforming on this thread, "
+               f"{cs.location(f0)}{where}, {units.pct(share, 1)} of its {cs.amount(run)} (threshold "
+               f"{units.pct(th['min_share_pct'], None)}); {cs.amount(work)} decoding/transforming on this thread, "
                f"{cs.amount(waiting)} waiting for workers or storage"
                + (cpus.idle_note(cs) if waiting else cpus.timed_note(cs)))
     evidence = tuple(

@@ -72,6 +72,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass import timeline as tl
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.locations import device_tag, heaviest
@@ -219,30 +220,30 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     for w in steady:
         waits.update(w["waits"])
     explained = _explained(by_cause, between_short)
-    parts = ", ".join(f"{c} {gg.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
+    parts = ", ".join(f"{c} {units.share(ns, idle)}" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
     where = "the GPU's active window (no steps)" if st.synthetic else plural(ctx.analysed.steps_count, "steady step")
     pairs = [p for w in steady for p in w["sites"]]
     site = heaviest([p[0] for p in pairs], [p[1] for p in pairs]) or "without GPU work"
-    message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {plural(len(steady), 'window')} "
+    message = (f"GPU {dev} busy less than {units.pct(th['max_util_pct'], None)} (threshold) in {plural(len(steady), 'window')} "
                f"of {where}, most idle {site}: "
-               f"{gg.us(length)}, {gg.pct(length, basis)} % of the {'active window' if st.synthetic else 'analysed time'}, "
-               f"{gg.pct(busy, length)} % busy "
-               f"inside; its {gg.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
-               f"{th['short_kernel_us']:g} us, {gg.pct(between_short, idle)} % of the idle is launch overhead between two of them"
+               f"{units.duration(length)}, {units.share(length, basis)} of the {'active window' if st.synthetic else 'analysed time'}, "
+               f"{units.share(busy, length)} busy "
+               f"inside; its {units.duration(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
+               f"{units.duration(th['short_kernel_us'] * 1000)}, {units.share(between_short, idle)} of the idle is launch overhead between two of them"
                + (f"; {plural(wait_events, 'host wait')}" if wait_events else "")
-               + (" -> see " + ", ".join(f"{k} ({gg.us(v)})" for k, v in explained.items()) if explained else ""))
+               + (" -> see " + ", ".join(f"{k} ({units.duration(v)})" for k, v in explained.items()) if explained else ""))
     evidence = []
     for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
         n = w["end"] - w["start"]
-        causes = ", ".join(f"{c} {gg.pct(ns, w['idle'])} %" for c, ns in
+        causes = ", ".join(f"{c} {units.share(ns, w['idle'])}" for c, ns in
                            sorted(w["by_cause"].items(), key=lambda kv: -kv[1]) if ns > 0)
         evidence.append(Evidence(
-            what=(f"{gg.us(n)} at {gg.pct(w['busy'], n)} % busy ({plural(w['chunks'], 'chunk')} of {gg.us(w['chunk'])}), "
+            what=(f"{units.duration(n)} at {units.share(w['busy'], n)} busy ({plural(w['chunks'], 'chunk')} of {units.duration(w['chunk'])}), "
                   f"idle by cause: {causes or 'none'}; {w['short']}/{w['kernels']} kernels < "
-                  f"{th['short_kernel_us']:g} us" + (f"; waits: {', '.join(w['waits'])}" if w["waits"] else "")
+                  f"{units.duration(th['short_kernel_us'] * 1000)}" + (f"; waits: {', '.join(w['waits'])}" if w["waits"] else "")
                   + ("" if w["steady"] else " (warm-up step)")),
             start_ns=w["start"], end_ns=w["end"], duration_ns=n, count=w["kernels"], kernels=w["top"],
-            values={"busy_ns": w["busy"], "util_pct": gg.pct(w["busy"], n), "idle_ns": w["idle"],
+            values={"busy_ns": w["busy"], "util_pct": units.percent(w["busy"], n, 1), "idle_ns": w["idle"],
                     "idle_by_cause_ns": w["by_cause"], "kernels_count": w["kernels"],
                     "short_kernels_count": w["short"], "host_waits_count": w["wait_events"],
                     "host_wait_call_counts": dict(w["waits"]), "chunk_ns": w["chunk"],
@@ -257,12 +258,12 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
                   "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
                   "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
-                  f"against the {gg.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
+                  f"against the {units.duration(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
         location=f"low utilization {site}{tag}", evidence=tuple(evidence),
-        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, basis),
-                "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
+        values={"windows_count": len(steady), "low_ns": length, "low_pct": units.percent(length, basis, 1),
+                "busy_pct_inside": units.percent(busy, length, 1), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
                 "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),
                 "explained_by_ns": explained, "basis_ns": basis, "analysed_ns": ctx.analysed_ns,

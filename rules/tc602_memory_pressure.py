@@ -47,6 +47,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.memory import DEVICE_TYPE_LABEL, MemoryPeak, allocator_calls, memory_peaks
 from traceclass.analysis.sites import duration_text, size_text
@@ -89,7 +90,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
     res = p.peak_reserved_bytes
     frag = res - p.peak_allocated_bytes if res is not None else None
     message = (f"GPU {p.capacity_device} ({label} memory events of device {p.device}): peak "
-               f"{size_text(p.peak_bytes)} of {size_text(p.capacity_bytes)}, {pct:.1f}% (threshold "
+               f"{size_text(p.peak_bytes)} of {size_text(p.capacity_bytes)}, {units.pct(pct, 1)} (threshold "
                f"{th['min_peak_pct']}%); allocated {size_text(p.peak_allocated_bytes)}"
                + (f", reserved {size_text(res)} ({size_text(frag)} held but not allocated at the peaks)"
                   if res is not None else ", reserved not recorded")

@@ -50,6 +50,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass import timeline as tl
 from traceclass.analysis import comm
 from traceclass.analysis.locations import device_tag
@@ -99,9 +100,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, rows: np.n
     top = evidence[0]
     timeline = next((t for t in ctx.analysis.timelines if t.device == dev), None)
     message = (f"GPU {dev}: {plural(len(rows), 'communication kernel')} ran {duration_text(total)} inside the steady "
-               f"steps, {duration_text(exposed)} of it with no compute kernel alongside: {share:.1f}% of the "
+               f"steps, {duration_text(exposed)} of it with no compute kernel alongside: {units.pct(share, 1)} of the "
                f"{duration_text(analysed)} analysed (threshold {th['min_exposed_pct']}%); comm/compute overlap "
-               f"{overlap:.1f}% (TraceLens flags below 70%); most exposed: {top.values['collective']} "
+               f"{units.pct(overlap, 1)} (TraceLens flags below 70%); most exposed: {top.values['collective']} "
                f"x{top.count} ({duration_text(top.duration_ns)} exposed)")
     names = sorted(e.values["collective"] for e in evidence[:2])
     return Finding(

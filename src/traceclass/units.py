@@ -1,24 +1,30 @@
 """Human-readable numbers with units, fixed rounding (so snapshots are stable).
 
-Shared by renderers and rule messages (rules write plain ASCII: ``ascii=True`` gives "us").
+The only place a number becomes text: renderers, rule messages, verdicts and CLI output all
+call these (tests/test_units.py greps the sources for stray ``:.1f} us``-style formatting).
+Conventions: "µs" (never "us"), a space between a number and its unit ("1.2 ms", "3 MB"),
+none before "%" ("4.7%").
 """
 
 from __future__ import annotations
 
 import math
+import re
+
+_NUM_UNIT = re.compile(r"(\d) (?=(?:ns|µs|ms|s|B|kB|MB|GB|TB|PB|[kMGTP]?FLOP(?:/s)?|[kMGTP]?B/s|FLOP/B)\b)")
 
 
 def _finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 
-def duration(ns: float | None, ascii: bool = False) -> str:
+def duration(ns: float | None) -> str:
     """``1234567`` -> ``1.23 ms``; picks ns/µs/ms/s."""
     if not _finite(ns):
-        return "-" if ascii else "—"
+        return "—"
     assert ns is not None
     a = abs(ns)
-    us = "us" if ascii else "µs"
+    us = "µs"
     # thresholds sit where rounding would print "1000": 999.6 ns is "1 us", not "1000 ns"
     if a < 999.5:
         return f"{ns:.0f} ns"
@@ -64,11 +70,54 @@ def byte_rate(x: float | None) -> str:
     return size(x) + "/s"
 
 
-def pct(x: float | None, digits: int = 1) -> str:
+def pct(x: float | None, digits: int | None = 1) -> str:
+    """``4.66`` -> ``4.7%``; ``digits=None`` prints the shortest form (thresholds: ``5%``)."""
     if not _finite(x):
         return "—"
     assert x is not None
-    return f"{x:.{digits}f}%"
+    return f"{x:g}%" if digits is None else f"{x:.{digits}f}%"
+
+
+def percent(part: float, whole: float, digits: int | None = None) -> float:
+    """``100 * part / whole`` (0 when ``whole`` is 0), rounded to ``digits`` when given: the one
+    definition of a share, for values as well as text."""
+    x = float(100.0 * part / whole) if whole and whole > 0 else 0.0
+    return round(x, digits) if digits is not None else x
+
+
+def share(part: float, whole: float, digits: int = 1) -> str:
+    """``part`` as a percentage of ``whole``, as text: ``share(47, 1000)`` -> ``4.7%``."""
+    return pct(percent(part, whole), digits)
+
+
+def signed_pct(x: float | None, digits: int = 0) -> str:
+    """A change: ``+12%``, ``-3%``."""
+    if not _finite(x):
+        return "—"
+    assert x is not None
+    return f"{x:+.{digits}f}%"
+
+
+def seconds(s: float | None) -> str:
+    """A duration given in seconds (wall-clock of a run)."""
+    return duration(None if s is None else s * 1e9)
+
+
+def fraction(x: float | None) -> str:
+    """A bare ratio or multiplier: ``1.71×``."""
+    if not _finite(x):
+        return "—"
+    assert x is not None
+    return f"{x:.3g}×"
+
+
+NBSP = "\u00a0"
+
+
+def nonbreaking(s: str) -> str:
+    """Join numbers to their units with a non-breaking space (table cells must not wrap
+    "262 ms" into "262 / ms")."""
+    return _NUM_UNIT.sub("\\1" + NBSP, s)
 
 
 def ratio(x: float | None) -> str:

@@ -64,7 +64,7 @@ def test_cuda_event_sync_host_syncs():
     # call returns at 2466 us, the kernel starts at 2467 us
     # 97 us recoverable (3.1 % of the 3.15 ms step), under the 0.1 ms a medium finding needs
     assert item.values["gpu_idle_ns"] == 99_000 and item.severity == "low"
-    assert "1 host wait in 1 steady step (1 per step) blocked the host 40.0 us and left GPU 0 idle 99.0 us after it" \
+    assert "1 host wait in 1 steady step (1 per step) blocked the host 40 µs and left GPU 0 idle 99 µs after it" \
         in item.message
     # the event and device syncs wait for the last kernel: no GPU work follows them
     assert fs["cudaEventSynchronize"].values["host_wait_ns"] == 34_000

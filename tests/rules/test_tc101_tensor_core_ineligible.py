@@ -32,7 +32,7 @@ def test_fp32_sgemm_on_a100_could_use_tf32(tmp_path):
     # no steps: the analysed time is the whole trace, 0 .. 10.1 ms
     assert f.values["analysed_ns"] == 10_100_000
     assert f.message.startswith("GPU 0: 1 fp32 op group ran 10 ms off the tensor cores of")
-    assert "8.75 ms recoverable, 86.6% of the 10.1 ms analysed (threshold 1.0% and 100 us); worst: aten::mm" \
+    assert "8.75 ms recoverable, 86.6% of the 10.1 ms analysed (threshold 1.0% and 100 µs); worst: aten::mm" \
         in f.message
     # compute-bound at both roofs: 10 ms x (1 - 19.5 / 156 TFLOP/s)
     assert f.recoverable_ns == 8_750_000

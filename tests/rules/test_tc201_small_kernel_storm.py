@@ -50,8 +50,8 @@ def test_storm_exact(tmp_path):
     assert f.severity == "medium"
     assert f.values["op_counts"] == {"aten::add": 7, "aten::mul": 7, "aten::tanh": 7}
     assert f.values["kernel_sequences"] == [{"kernels": ["mul_kernel", "add_kernel", "tanh_kernel"], "count": 7}]
-    assert "21 kernels shorter than 10 us (threshold) in 1 storm on GPU 0" in f.message and "busy 30.9 %" in f.message
-    assert "threshold < 50 %" in f.message and "mul_kernel -> add_kernel -> tanh_kernel x7" in f.message
+    assert "21 kernels shorter than 10 µs (threshold) in 1 storm on GPU 0" in f.message and "busy 30.9%" in f.message
+    assert "threshold < 50%" in f.message and "mul_kernel -> add_kernel -> tanh_kernel x7" in f.message
     (e,) = f.evidence
     assert (e.start_ns, e.end_ns, e.duration_ns, e.count) == (base + 120_000, base + 324_000, 204_000, 21)
     assert e.kernels == ("mul_kernel", "add_kernel", "tanh_kernel")
@@ -140,7 +140,7 @@ def test_nsys_storm_exact(tmp_path):
 
 
 def test_host_op_storm_on_cpu_trace(tmp_path):
-    """CPU-only trace: 15 x (mul 5 us, 2 us Python, add 2 us, 3 us Python) between two long ops."""
+    """CPU-only trace: 15 x (mul 5 µs, 2 µs Python, add 2 µs, 3 µs Python) between two long ops."""
     b = KinetoBuilder(gpu_name=None)
     b.step(1, 0, 400_000)
     b.op("aten::linear", 20_000, 50_000)
@@ -159,7 +159,7 @@ def test_host_op_storm_on_cpu_trace(tmp_path):
     assert f.values["busy_ns"] == 105_000 and f.values["busy_pct"] == 59.3
     assert f.recoverable_ns == 177_000 - 30 * 1_000
     assert f.severity == "medium"  # 147 us of a 400 us step: 37 %, but under 1 ms
-    assert f.message.startswith("host-side op storm: 30 top-level ops shorter than 10 us (threshold) back to back "
+    assert f.message.startswith("host-side op storm: 30 top-level ops shorter than 10 µs (threshold) back to back "
                                 "in 1 run in stage:tiny_ops")
     # (mul, add) x 3 covers all 30 ops; (mul, add) x 2 only 28
     assert f.values["kernel_sequences"][0] == {"kernels": ["aten::mul", "aten::add"] * 3, "count": 5}

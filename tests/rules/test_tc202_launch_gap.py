@@ -6,6 +6,7 @@ from ingest.nsys_fixtures import launch_gap_with_sync_export, small_kernel_storm
 from kineto_builder import KinetoBuilder
 from launch_traces import DATALOADER, gap_causes_trace, gpu_base_ns
 from ruletest import findings_for
+from traceclass import units
 from traceclass.ingest import load
 
 
@@ -28,14 +29,14 @@ def test_one_finding_per_cause_with_exact_totals(tmp_path):
         assert (f.values["warmup_gaps_count"], f.values["warmup_gap_ns"]) == (wn, wns), cause
         assert f.severity == sev, cause
         assert f.values["gap_per_step_ns"] == total // 2 and f.values["steady_steps_count"] == 2
-        assert f"GPU 0 idle {total / 1000:.1f} us in {n} gaps >= 30 us (threshold), cause {cause}" in f.message
+        assert f"GPU 0 idle {units.duration(total)} in {n} gaps >= 30 µs (threshold), cause {cause}" in f.message
     hs = fs["host-sync"]
     assert hs.values["per_step"] == [
         {"step": "ProfilerStep#1", "warmup": True, "gaps_count": 1, "gap_ns": 77_000},
         {"step": "ProfilerStep#2", "warmup": False, "gaps_count": 1, "gap_ns": 77_000},
         {"step": "ProfilerStep#3", "warmup": False, "gaps_count": 1, "gap_ns": 77_000},
     ]
-    assert "77.0 us per step, 7.7 % of steady step time" in hs.message
+    assert "77 µs per step, 7.7% of steady step time" in hs.message
     base = gpu_base_ns(t)
     e = hs.evidence[0]
     assert (e.start_ns, e.end_ns, e.duration_ns) == (base + 1_209_000, base + 1_286_000, 77_000)

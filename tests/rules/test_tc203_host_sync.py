@@ -21,7 +21,7 @@ def test_item_site_exact(tmp_path):
     assert f.values["warmup_syncs_count"] == 1 and f.values["warmup_gpu_idle_ns"] == 75_000
     assert f.values["launches_count"] == 10 and f.values["sync_per_launch"] is False
     assert f.severity == "medium"  # 7.3 % of 2 ms of steady steps
-    assert ("2 host waits in 2 steady steps (1 per step) blocked the host 14.0 us and left GPU 0 idle 150.0 us"
+    assert ("2 host waits in 2 steady steps (1 per step) blocked the host 14 µs and left GPU 0 idle 150 µs"
             in f.message)
     base = gpu_base_ns(t)
     e = f.evidence[0]

@@ -42,8 +42,8 @@ def test_cpu_data_share_exact(tmp_path):
     assert f.location == "data loading: stage:data"
     assert [s["data_ns"] for s in f.values["per_step"]] == [400_000, 500_000]
     assert [s["step"] for s in f.values["per_step"]] == ["ProfilerStep#2", "ProfilerStep#3"]
-    assert f.message.startswith("data loading on the training thread took 900 us of the 2 ms steady step time "
-                                "(45.0%, threshold 1.0%; 2 steps, 450 us per step): stage:data 900 us, DataLoader 880 us")
+    assert f.message.startswith("data loading on the training thread took 900 µs of the 2 ms steady step time "
+                                "(45.0%, threshold 1.0%; 2 steps, 450 µs per step): stage:data 900 µs, DataLoader 880 µs")
     stage, loader = f.evidence
     assert (stage.values["site"], stage.count, stage.duration_ns) == ("stage:data", 2, 900_000)
     assert (loader.values["site"], loader.count, loader.duration_ns) == ("DataLoader", 2, 880_000)
@@ -99,7 +99,7 @@ def test_gpu_idle_inside_the_data_ranges(tmp_path):
     (f,) = findings_for(t, "TC204")
     assert f.values["data_ns"] == 1_000_000 and f.values["share_pct"] == 50.0
     assert f.values["gpu_idle_in_data_ns"] == {"0": 700_000} and f.recoverable_ns == 700_000
-    assert "; GPU 0 idle 700 us of it (70.0%)" in f.message
+    assert "; GPU 0 idle 700 µs of it (70.0%)" in f.message
     assert f.severity == "medium"  # 35 % of the step, 0.7 ms
 
 

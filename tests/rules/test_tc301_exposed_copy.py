@@ -43,7 +43,7 @@ def test_exposed_copies_exact(tmp_path):
     assert h.values["peak_gb_s"] == 64.0  # H100 SXM PCIe Gen5 per direction
     # 16.7 % of the analysed time, but 0.5 ms: below the 1 ms a "high" finding needs
     assert h.severity == "medium"
-    assert "GPU 0: 1 HtoD copy exposed for 500 us, 16.7% of the 3 ms analysed" in h.message
+    assert "GPU 0: 1 HtoD copy exposed for 500 µs, 16.7% of the 3 ms analysed" in h.message
     assert "threshold 1.0%" in h.message
     (e,) = h.evidence
     assert e.ops == ("aten::to", "aten::copy_") and e.count == 1 and e.bytes == MIB4

@@ -54,7 +54,7 @@ def test_rocm_host_memory_kind_is_unknown_not_guessed(tmp_path):
     assert f.severity == "info" and f.recoverable_ns == 0
     assert f.location == "copies with unknown host memory kind from hipMemcpyWithStream"
     assert "ROCm traces name the host side 'Host'" in f.message
-    assert f.message.startswith("GPU 0: 1 host<->device copy (8.39 MB, 40 us) whose")
+    assert f.message.startswith("GPU 0: 1 host<->device copy (8.39 MB, 40 µs) whose")
     assert f.values == {"copies_count": 1, "copy_ns": 40_000, "bytes": MIB8}
 
 

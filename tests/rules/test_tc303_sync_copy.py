@@ -33,8 +33,8 @@ def test_async_copy_waited_at_once(tmp_path):
     assert f.values["idle_after_ns"] == 1_162_000 - 1_012_000  # copy end -> next kernel
     assert f.recoverable_ns == 150_000  # min(host blocked, GPU idle after)
     assert f.values["bytes"] == 4 and f.values["copies_count"] == 1
-    assert f.message.startswith("GPU 0: 1 async copy followed by a synchronize call (gap 1 us, threshold 50 us)")
-    assert "the GPU idled 150 us right after it" in f.message
+    assert f.message.startswith("GPU 0: 1 async copy followed by a synchronize call (gap 1 µs, threshold 50 µs)")
+    assert "the GPU idled 150 µs right after it" in f.message
     # no steps: 150 us of the 1.212 ms trace is 12.4 %, but 0.15 ms: medium, not high
     assert f.values["analysed_ns"] == 1_212_000 and f.severity == "medium"
     (e,) = f.evidence

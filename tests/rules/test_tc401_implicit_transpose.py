@@ -49,7 +49,7 @@ def test_permute_contiguous_on_cpu(tmp_path):
     assert f.recoverable_ns == 500_000  # aten::contiguous inclusive time
     # no steps: the analysed time is the whole trace, 0 .. the end of aten::mm at 1.6 ms
     assert f.values["analysed_ns"] == 1_600_000 and f.values["calls_count"] == 1
-    assert "host: 1 transposing copy at 1 site took 500 us (31.2% of the 1.6 ms analysed" in f.message
+    assert "host: 1 transposing copy at 1 site took 500 µs (31.2% of the 1.6 ms analysed" in f.message
     assert f.values["bytes"] == 2 * NBYTES  # read once, written once
     assert f.severity == "medium"  # 31 % of the trace, but 0.5 ms: high needs 1 ms
     (e,) = f.evidence

@@ -38,9 +38,9 @@ def test_low_window_exact(tmp_path):
     assert f.values["idle_between_short_kernels_ns"] == 59 * 8_000  # the first gap follows GEMM A
     assert f.values["explained_by_ns"] == {"TC202": 480_000, "TC201": 472_000}
     assert f.recoverable_ns == 480_000 and f.severity == "medium"  # 16 % of the 3 ms step, but < 1 ms
-    assert ("busy less than 50 % (threshold) in 1 window of 1 steady step, most idle before aten::add: 600.0 us, "
-            "20.0 % of the analysed time") in f.message
-    assert "-> see TC202 (480.0 us), TC201 (472.0 us)" in f.message
+    assert ("busy less than 50% (threshold) in 1 window of 1 steady step, most idle before aten::add: 600 µs, "
+            "20.0% of the analysed time") in f.message
+    assert "-> see TC202 (480 µs), TC201 (472 µs)" in f.message
     (e,) = f.evidence
     assert (e.start_ns, e.end_ns, e.count) == (base + 1_000_000, base + 1_600_000, 60)
     assert e.values["chunk_ns"] == 100_000 and e.values["util_pct"] == 20.0

@@ -62,7 +62,7 @@ def test_gpu_near_capacity_exact(tmp_path):
     assert gpu.severity == "medium"  # 0.5 ms of the 2 ms step: 25 %, but under the 1 ms a high needs
     assert gpu.message.startswith("GPU 0 (CUDA memory events of device 0): peak 81 GB of 85.5 GB, 94.7% "
                                   "(threshold 90.0%); allocated 77 GB, reserved 81 GB (4 GB held but not allocated")
-    assert "2 allocator calls inside the steady steps took 500 us" in gpu.message
+    assert "2 allocator calls inside the steady steps took 500 µs" in gpu.message
     kinds = [e.values["kind"] for e in gpu.evidence]
     assert kinds == ["allocated", "reserved", "allocator calls", "allocator calls"]
     base = int(t.gpu.start_ns.min()) - 20_000

@@ -54,10 +54,10 @@ def test_exposed_communication_exact(tmp_path):
     assert "5.24 MB in messages" in ar.what
     assert bc.values["collective"] == "nccl:broadcast" and bc.bytes is None and bc.duration_ns == 100_000
     assert f.location == "exposed communication: nccl:all_reduce + nccl:broadcast"
-    assert f.message.startswith("GPU 0: 3 communication kernels ran 1.2 ms inside the steady steps, 900 us of it "
+    assert f.message.startswith("GPU 0: 3 communication kernels ran 1.2 ms inside the steady steps, 900 µs of it "
                                 "with no compute kernel alongside: 45.0% of the 2 ms analysed (threshold 5.0%); "
                                 "comm/compute overlap 25.0%")
-    assert "most exposed: nccl:all_reduce x2 (800 us exposed)" in f.message
+    assert "most exposed: nccl:all_reduce x2 (800 µs exposed)" in f.message
 
 
 def test_overlapped_communication_is_silent(tmp_path):

@@ -43,6 +43,7 @@ from typing import Callable
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis.frame_kinds import (
     KIND_CODES,
     PRIORITY,
@@ -204,12 +205,12 @@ class CpuProfile:
         if self.unit == "units":
             top = self.kinds[0]
             unit = "bytes" if self.weight_unit == "bytes" else "unitless, not time"
-            text = f"CPU profile: {top.pct:.0f}% of profile weight ({unit}) is {top.label}"
+            text = f"CPU profile: {units.pct(top.pct, 0)} of profile weight ({unit}) is {top.label}"
             if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
-                text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
+                text += f", {units.pct(self.kinds[1].pct, 0)} {self.kinds[1].label}"
             hot = self.hottest_running()
             if hot is not None:
-                text += f"; the heaviest frame is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
+                text += f"; the heaviest frame is {_frame_text(hot, fmt)} with {units.pct(hot.self_pct, 0)}"
             return text + "."
         what = "timed frames' self time" if self.from_intervals else "sampled thread time"
         if self.gil_only:
@@ -232,7 +233,7 @@ class CpuProfile:
         hot = self.hottest_running()
         if hot is not None and hot.self_pct >= 1:
             what = "line" if hot.line is not None else "function"
-            text += f"; hottest on-CPU {what} {_frame_text(hot, fmt, short=True)}, {hot.self_pct:.0f}%"
+            text += f"; hottest on-CPU {what} {_frame_text(hot, fmt, short=True)}, {units.pct(hot.self_pct, 0)}"
         elif self.unverified_pct >= 50:
             text += "; no line is known to be on-CPU"
         return text + "."
@@ -248,7 +249,7 @@ def _running(kind: str) -> bool:
 
 
 def _p(x: float) -> str:
-    return f"{x:.0f}%" if x >= 1 or x == 0 else "<1%"
+    return units.pct(x, 0) if x >= 1 or x == 0 else "<1%"
 
 
 def _kind_list(kinds: list[KindShare], limit: int = 2) -> str:
@@ -359,9 +360,9 @@ def _infer_blocked(trace: Trace, kind: np.ndarray, leaf: np.ndarray, has_stack: 
                 share = 100.0 * v[i] / steady_t[t] if steady_t[t] else 100.0
                 what = "one line" if int(trace.frames.line[f]) >= 0 else "one function (no line numbers)"
                 if timed:
-                    held = f"{share:.0f}% of its time after start-up ({v[i] / 1e9:.3g} s)"
+                    held = f"{units.pct(share, 0)} of its time after start-up ({units.duration(v[i])})"
                 else:
-                    held = f"{share:.0f}% of its samples after start-up ({int(c[i]):,} samples)"
+                    held = f"{units.pct(share, 0)} of its samples after start-up ({int(c[i]):,} samples)"
                 out.append((t, f, f"{what} holds {held} while it was sampled about as often as the busiest "
                                   "thread, and calls no Python function"))
                 rows_t = rows_t & (kind == UNVERIFIED)
@@ -754,8 +755,7 @@ def _kind_shares(values: np.ndarray, total: int, ns_per: int | None) -> tuple[Ki
     return tuple(out)
 
 
-def _pct(part: int, whole: int) -> float:
-    return 100.0 * part / whole if whole else 0.0
+_pct = units.percent
 
 
 def _idle(

@@ -47,6 +47,7 @@ from traceclass.analysis.cpu_profile import (
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, RULES, WAITING, Classifier
 from traceclass.model import Trace
 from traceclass.model.nesting import ancestors_until
+from traceclass import units
 from traceclass.units import duration
 
 #: py-spy's default sampling rate is 100 Hz (``py-spy record --rate``, default 100)
@@ -233,7 +234,7 @@ def _samples(cs: CpuSites, value: int | float) -> int | None:
 
 
 def _duration(ns: float) -> str:
-    return duration(ns, ascii=True)
+    return duration(ns)
 
 
 # --------------------------------------------------------------------------- building
@@ -408,7 +409,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     if prof.unit == "ns":
         ns_per, basis = 1, "sample weights in the file"
     elif prof.interval_ns:
-        ns_per, basis = int(prof.interval_ns), f"{prof.interval_ns / 1e6:g} ms per sample (the file's interval)"
+        ns_per, basis = int(prof.interval_ns), f"{units.duration(prof.interval_ns)} per sample (the file's interval)"
     elif prof.producer == "py-spy":
         ns_per = PYSPY_DEFAULT_INTERVAL_NS
         basis = ("10 ms per sample: py-spy's default --rate 100, assumed because collapsed stacks carry no rate "
@@ -545,8 +546,7 @@ def gil_mask(cs: CpuSites, rows: np.ndarray) -> np.ndarray:
     return (leaf >= 0) & gil[np.maximum(leaf, 0)]
 
 
-def pct(part: float, whole: float) -> float:
-    return float(100.0 * part / whole) if whole else 0.0
+pct = units.percent  # one definition of a share (units.py)
 
 
 def passes_floor(cs: CpuSites, value: int, count: int, min_time_ms: float, min_samples: int) -> bool:

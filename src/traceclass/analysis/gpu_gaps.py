@@ -633,22 +633,6 @@ def worst_first(order_key: np.ndarray, limit: int = 50) -> np.ndarray:
     return np.argsort(-np.asarray(order_key), kind="stable")[:limit]
 
 
-def us(ns: float) -> str:
-    """Compact duration text for messages (the report formats evidence itself)."""
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} us"
-    return f"{ns:.0f} ns"
-
-
-def pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 1) if whole > 0 else 0.0
-
-
 __all__: Sequence[str] = (
     "CAUSES", "QUEUED_GAP_FLOOR_NS", "Steps", "steps", "gpu_steps", "Gaps", "device_gaps", "SyncEvents",
     "sync_events", "HostView", "host_view", "GapCauses", "gap_causes", "Run", "gpu_runs", "host_runs",

@@ -131,7 +131,7 @@ def duration_text(ns: float) -> str:
     """``1234567`` -> ``1.23 ms`` in rule messages (plain ASCII; the report's rounding)."""
     from traceclass.units import duration
 
-    return duration(ns, ascii=True)
+    return duration(ns)
 
 
 def size_text(nbytes: float | None) -> str:

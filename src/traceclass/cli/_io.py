@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from traceclass import units
 from traceclass.errors import TraceclassError
 
 PROGRESS_MIN_BYTES = 32 << 20  # smaller files load in about a second: no bar
@@ -66,7 +67,7 @@ class ProgressBar:
         frac = done / total if total else 1.0
         width = 30
         fill = int(frac * width)
-        sys.stderr.write(f"\r{phase:>13} [{'#' * fill}{'.' * (width - fill)}] {frac * 100:5.1f}%")
+        sys.stderr.write(f"\r{phase:>13} [{'#' * fill}{'.' * (width - fill)}] {units.pct(frac * 100):>6}")
         sys.stderr.flush()
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from traceclass import units
 from traceclass.cli._io import add_analysis_options, write_atomic
 from traceclass.cli._runs import load_run
 from traceclass.cli.analyze import config_from_args
@@ -58,7 +59,7 @@ def run_save(args: argparse.Namespace) -> int:
     commit = (git["commit"][:12] + (" (dirty)" if git.get("dirty") else "")) if git.get("commit") else "no git commit"
     p50 = m["step_p50_ns"]
     n = m["steady_steps"]
-    step = f"step P50 {p50 / 1e6:.3f} ms over {n} steady step{'s' if n != 1 else ''}" if p50 is not None else "no steps"
+    step = f"step P50 {units.duration(p50)} over {n} steady step{'s' if n != 1 else ''}" if p50 is not None else "no steps"
     if p50 is None and run.cpu is not None:
         step += (" — a sampled CPU profile: `traceclass check` has nothing to gate in it, "
                  "`traceclass diff` compares it")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from traceclass import units
 from traceclass.errors import ConfigError, ExternalToolError
 from traceclass.model import Trace
 
@@ -333,7 +334,7 @@ def strip_wrapper(trace: Trace, torch: bool = False) -> Trace:
         what = "importing torch, starting and stopping torch.profiler, writing files" if torch else "writing its status"
         amount = f"{n_over} sample{'s' if n_over != 1 else ''}"
         if int(s.weight_ns[overhead].sum()) > 0 and not trace.meta.get("weight_unit"):
-            amount += f", {int(s.weight_ns[overhead].sum()) / 1e9:.3g} s"
+            amount += f", {units.duration(int(s.weight_ns[overhead].sum()))}"
         notes.append(f"traceclass record: {amount} of its wrapper's own work ({what}) left out as tool overhead")
     notes.append("traceclass record: the wrapper's frames and runpy's are removed from the program's stacks")
     if torch:

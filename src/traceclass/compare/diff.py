@@ -29,6 +29,7 @@ import dataclasses
 import math
 from typing import Any, Sequence
 
+from traceclass import units
 from traceclass.compare import noise
 from traceclass.compare.match import (
     Callout,
@@ -269,7 +270,7 @@ def build_diff(b: Run, c: Run) -> DiffReport:
             pass
         elif st is not None and st.count < 2:
             notes.append(f"the {which} has {st.count} steady step(s): noise unknown for per-step figures; "
-                         f"|Δ| ≥ {noise.SINGLE_SAMPLE_PCT:g}% counts as a change")
+                         f"|Δ| ≥ {units.pct(noise.SINGLE_SAMPLE_PCT, None)} counts as a change")
         if st is None and run.cpu is None:
             notes.append(f"the {which} has no steps or ranges: no step time to compare")
     cpu = _cpu(b.cpu, c.cpu) if (b.cpu is not None and c.cpu is not None) else None
@@ -384,7 +385,7 @@ def _cpu(b: CpuRun, c: CpuRun) -> CpuDiff:
     if lengths_differ:
         assert tb and tc
         notes.append(f"the recordings differ in length ({'all sampled time' if unit == 'ns' else 'sample count'} "
-                     f"{100.0 * (tc - tb) / tb:+.0f}%): every value moves with it, so compare shares")
+                     f"{units.signed_pct(100.0 * (tc - tb) / tb)}): every value moves with it, so compare shares")
 
     hot: list[CpuRowDelta] = []
     cb = {h.key: h for h in b.hot_spots}
@@ -404,7 +405,7 @@ def _cpu(b: CpuRun, c: CpuRun) -> CpuDiff:
     if not (b.hot_spots_complete and c.hot_spots_complete):
         floor = max(b.hot_spot_floor_pct, c.hot_spot_floor_pct)
         notes.append(f"the reports list each profile's top {max(len(b.hot_spots), len(c.hot_spots))} lines only: a "
-                     f"line listed in one run and not the other is 'unlisted' there (under {floor:.2g}% of its time), "
+                     f"line listed in one run and not the other is 'unlisted' there (under {units.pct(floor, None)} of its time), "
                      "not gone")
 
     def shares(xs_b: Sequence[CpuShare], xs_c: Sequence[CpuShare], kinds: bool) -> list[CpuRowDelta]:
@@ -506,8 +507,8 @@ def _workload_callout(ops: list[OpDelta], appeared: list[OpDelta], vanished: lis
         return None
     return Callout(
         "workload", "op groups in common",
-        f"{len(ops)} of {len(ops) + len(vanished)} groups, {cov_b:.0f}% of op time",
-        f"{len(ops)} of {len(ops) + len(appeared)} groups, {cov_c:.0f}% of op time",
+        f"{len(ops)} of {len(ops) + len(vanished)} groups, {units.pct(cov_b, 0)} of op time",
+        f"{len(ops)} of {len(ops) + len(appeared)} groups, {units.pct(cov_c, 0)} of op time",
         "the runs did different work (another model, shapes or batch size): most op time has no counterpart")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, TypeVar
 
+from traceclass import units
 from traceclass.compare.run import Family, OpGroup, Run, Stage, gpu_names
 
 T = TypeVar("T")
@@ -97,7 +98,7 @@ def _sampling_differences(b: Run, c: Run) -> list[Callout]:
         out.append(Callout("profiler", "GIL-only sampling (py-spy --gil)", _yes(pb.gil_only), _yes(pc.gil_only),
                            "one run sampled only threads holding the GIL: the shares differ for that reason alone"))
     if pb.interval_ns and pc.interval_ns and pb.interval_ns != pc.interval_ns:
-        out.append(Callout("profiler", "sampling interval", f"{pb.interval_ns / 1e6:g} ms", f"{pc.interval_ns / 1e6:g} ms",
+        out.append(Callout("profiler", "sampling interval", f"{units.duration(pb.interval_ns)}", f"{units.duration(pc.interval_ns)}",
                            "sample counts differ for that reason alone (times and shares still compare)"))
     if (pb.source_lines > 0) != (pc.source_lines > 0):
         out.append(Callout("analysis", "source lines read (--source-root)", _yes(pb.source_lines > 0),

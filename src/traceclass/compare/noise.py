@@ -37,6 +37,8 @@ from typing import Sequence
 
 import numpy as np
 
+from traceclass import units
+
 ALPHA = 0.05
 CONFIDENCE_PCT = 95
 MIN_EFFECT_PCT = 2.0
@@ -54,9 +56,9 @@ NO_TEST = "none"
 RULE = (
     f"beyond noise = two-sided Mann-Whitney U test on the per-step (per-occurrence) samples, "
     f"p < {ALPHA:g} ({CONFIDENCE_PCT}% confidence; exact up to {EXACT_MAX_N} samples), and "
-    f"|Δ| ≥ {MIN_EFFECT_PCT:g}% of the baseline; Welch's t-test when the samples are too few for "
+    f"|Δ| ≥ {units.pct(MIN_EFFECT_PCT, None)} of the baseline; Welch's t-test when the samples are too few for "
     f"Mann-Whitney to reach p < {ALPHA:g}; with a single sample in a run the noise is unknown and "
-    f"|Δ| ≥ {SINGLE_SAMPLE_PCT:g}% counts as a change (for shares: percentage points instead of %)"
+    f"|Δ| ≥ {units.pct(SINGLE_SAMPLE_PCT, None)} counts as a change (for shares: percentage points instead of %)"
 )
 
 
@@ -119,7 +121,7 @@ def judge(
     if p >= ALPHA:
         return NoiseCall(WITHIN, test, p, nb, nc, True, p_text(p))
     if rel < MIN_EFFECT_PCT:
-        return NoiseCall(WITHIN, test, p, nb, nc, True, f"{p_text(p)} but |Δ| < {MIN_EFFECT_PCT:g}%")
+        return NoiseCall(WITHIN, test, p, nb, nc, True, f"{p_text(p)} but |Δ| < {units.pct(MIN_EFFECT_PCT, None)}")
     return NoiseCall(direction, test, p, nb, nc, True, p_text(p))
 
 

@@ -20,6 +20,7 @@ from typing import Any, Optional
 import msgspec
 import numpy as np
 
+from traceclass import units
 from traceclass.errors import TraceFormatError
 from traceclass.ingest.frametext import parse_pseudo, torch_style
 from traceclass.ingest.jsonload import Container
@@ -579,7 +580,7 @@ def _sample_section(
     interval = int(np.median(gaps)) if len(gaps) else None
     notes.append(
         "samples carry timestamps; each stands for the median sampling interval"
-        + (f" ({interval / 1e6:.3g} ms)" if interval else "")
+        + (f" ({units.duration(interval)})" if interval else "")
     )
     del n
     return (

@@ -84,7 +84,7 @@ def _facts(cpu: CpuProfile) -> list[str]:
             who, n, pct = cpu.idle_evidence
             out.append(
                 f"- Idle samples: included (inferred: thread {code(who)} has {n:,} samples in "
-                f"waiting calls, {pct:.0f}% of its samples; without `--idle` py-spy drops most of them)."
+                f"waiting calls, {units.pct(pct, 0)} of its samples; without `--idle` py-spy drops most of them)."
             )
         else:
             out.append("- Idle samples: included (recorded with `--idle`): shares are of wall-clock thread time.")

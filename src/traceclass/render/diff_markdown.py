@@ -144,7 +144,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
         if label in ("faster", "slower"):
             pct = abs(p["delta_pct"]) if p["delta_pct"] is not None else 0.0
             # "965% slower" reads badly: from twice the time on, say how many times
-            how = f"{c / b:.3g}× slower" if (label == "slower" and b and c and c >= 2 * b) else f"{pct:.0f}% {label}"
+            how = f"{units.fraction(c / b)} slower" if (label == "slower" and b and c and c >= 2 * b) else f"{units.pct(pct, 0)} {label}"
             head = f"Candidate is {how} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
         else:
             head = (f"No step-time change beyond noise (P50 {value(b, 'ns')} → {value(c, 'ns')}, "
@@ -172,7 +172,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                 sent += _op_label(o)
                 bits = [f"{_signed_duration(o['per_step']['delta'])} per step"]
                 if ctr.get("share_pct") is not None:
-                    bits.append(f"{ctr['share_pct']:.0f}% of the change")
+                    bits.append(f"{units.pct(ctr['share_pct'], 0)} of the change")
                 if o["status"] == "vanished":
                     bits.append("gone in the candidate")
                 elif o["status"] == "appeared":

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from traceclass import units
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
@@ -604,7 +605,7 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
-        pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
+        pct = f"{units.pct(o.pct_of_roof, 0)}" if o.pct_of_roof is not None else "?"
         out.append(
             Opportunity(
                 title=f"{o.name} runs at {pct} of its {roof} roof",
