@@ -112,7 +112,8 @@ def _finding(ctx: Context, reason: int, dev: int, tag: str, items: list[tc.Candi
                               else None, source=src, values=i.values)
                      for i, src in zip(items[:MAX_EVIDENCE], sources_text))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        code=RULE.code, name=RULE.name, title=(f"Move {items[0].name} onto the tensor cores ({target})" if reason == tc.FP32 else
+               f"Pad {items[0].name}'s dimensions to multiples of {th['align_bytes']} bytes"), severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=estimate, fix=fix, location=f"{_REASON[reason]}: {worst}{tag}", evidence=evidence,
         values={"op_groups_count": len(items), "time_ns": time, "recoverable_ns": total, "analysed_ns": ctx.analysed_ns,
                 "target_precision": target if reason == tc.FP32 else None,

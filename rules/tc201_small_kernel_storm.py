@@ -241,7 +241,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
                     "op_counts": dict(s["ops"][:20])},
         ))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        code=RULE.code, name=RULE.name, title=(f"Batch or compile {items:,} tiny host ops {site}" if host else f"Fuse {items:,} tiny kernels {site}"), severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),

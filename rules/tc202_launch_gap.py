@@ -131,6 +131,11 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
                     yield f
 
 
+# the lead line of the opportunity: what to change, per cause
+_VERB = {"launch-overhead": "Cut launch overhead (fuse, CUDA graphs)", "host-sync": "Remove the host sync",
+         "data-loading": "Prefetch input data", "unknown": "Find what the host does"}
+
+
 def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, cause: str, gaps: gg.Gaps,
              causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray, host: gg.HostView) -> Finding | None:
     length = gaps.length_ns[sel]
@@ -154,7 +159,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
                f"(threshold), cause {cause}: {per}, {units.share(total, analysed)} of steady step time; most of it "
                f"{site}" + _hint(ctx, cause, sel, causes))
     return Finding(
-        code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
+        code=RULE.code, name=RULE.name, title=f"{_VERB[cause]} {site}", message=message, recoverable_ns=recoverable,
         severity="info" if cause == "unknown" else ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
                   f"steady-state gap time minus {units.duration(gg.QUEUED_GAP_FLOOR_NS)} per gap (the GPU-side gap "

@@ -168,7 +168,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": int((step == k).sum()),
             "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
     return Finding(
-        code=RULE.code, name=RULE.name,
+        code=RULE.code, name=RULE.name, title=f"Remove the host sync at {site}",
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
         estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "

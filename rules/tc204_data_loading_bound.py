@@ -115,7 +115,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
         estimate = ("time in the data ranges of the steady steps (no GPU in the trace: the loop waited this long); an "
                     "upper bound, a worker still hands each batch over. Severity: share of the analysed time.")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=message,
+        code=RULE.code, name=RULE.name, title="Overlap data loading with compute (more workers, prefetch, pinned memory)", severity=ctx.severity(recoverable), message=message,
         recoverable_ns=int(recoverable), estimate=estimate, fix=FIX,
         location="data loading: " + " + ".join(outer), evidence=tuple(sites[:MAX_EVIDENCE]),
         values={"data_ns": total, "analysed_ns": analysed, "share_pct": round(share, 3),

@@ -98,6 +98,13 @@ def _identity(s: LayoutSite) -> str:
     return what + (f" at {s.source}" if s.source else "")
 
 
+def _what(s: LayoutSite) -> str:
+    """The site in a few words for the opportunity's lead line: the kernel, else the innermost op."""
+    if s.kind == KERNELS and s.kernels:
+        return s.kernels[0]
+    return s.ops[-1] if s.ops else s.label
+
+
 def _finding(ctx: Context, kind: int, dev: int, tag: str, group: list[LayoutSite], total: int,
              device_share: float, th: Mapping[str, Any]) -> Finding:
     group = sorted(group, key=lambda s: (-s.time_ns, s.label))
@@ -117,7 +124,7 @@ def _finding(ctx: Context, kind: int, dev: int, tag: str, group: list[LayoutSite
                               count=s.count, bytes=s.bytes, ops=s.ops, kernels=s.kernels, source=s.source,
                               values=_values(s)) for s in group[:MAX_EVIDENCE])
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        code=RULE.code, name=RULE.name, title=f"Avoid {_KIND[kind]} ({_what(worst)})", severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=f"the layout work's full time ({time_basis}) over the whole trace; an upper bound: removing a "
                  f"copy saves it, but the consumer may read a strided input somewhat slower. Severity: share of "
                  f"the analysed time.",

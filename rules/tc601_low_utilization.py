@@ -252,7 +252,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         ))
     recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        code=RULE.code, name=RULE.name, title=f"Keep GPU {dev} busy {site}", severity=ctx.severity(recoverable),
         message=message,
         recoverable_ns=recoverable,
         estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "

@@ -106,7 +106,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, rows: np.n
                f"x{top.count} ({duration_text(top.duration_ns)} exposed)")
     names = sorted(e.values["collective"] for e in evidence[:2])
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(exposed), message=message, recoverable_ns=exposed,
+        code=RULE.code, name=RULE.name, title=f"Overlap {' + '.join(names)} with compute", severity=ctx.severity(exposed), message=message, recoverable_ns=exposed,
         estimate=("communication-kernel time inside the steady steps with no compute kernel running on the device "
                   "(union over streams); an upper bound of what overlapping saves: part of it can be waiting for "
                   "slower ranks, which overlap does not remove. Severity: share of the analysed time."),

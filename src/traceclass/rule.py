@@ -85,6 +85,9 @@ class Finding:
     location: str  # stable location for the fingerprint (op/kernel/site names, not times)
     evidence: tuple[Evidence, ...] = ()
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # units in key names
+    # what to change and where, in a few words (<= ~80 characters): the lead line of the opportunity;
+    # the message keeps the measured values
+    title: str = ""
 
     @property
     def fingerprint(self) -> str:

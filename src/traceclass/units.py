@@ -35,6 +35,19 @@ def duration(ns: float | None) -> str:
     return f"{ns / 1e9:.3g} s"
 
 
+def distinct_durations(a_ns: float, b_ns: float) -> tuple[str, str]:
+    """Two times in one unit with enough digits that they differ when the times do
+    (``1.2345 ms → 1.2351 ms`` where :func:`duration` would print "1.23 ms" twice)."""
+    m = max(abs(a_ns), abs(b_ns))
+    scale, unit = next((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")) if m >= s)
+    a = b = ""
+    for digits in range(4, 13):
+        a, b = f"{a_ns / scale:.{digits}g} {unit}", f"{b_ns / scale:.{digits}g} {unit}"
+        if a != b:
+            break
+    return a, b
+
+
 def size(nbytes: float | None) -> str:
     if not _finite(nbytes):
         return "—"

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.issue:
         from traceclass.render.issue import render_issue
 
-        out = render_issue(report)
+        out = render_issue(report, top_n=args.top_n)
     else:
         from traceclass.render.markdown import render as render_md
 

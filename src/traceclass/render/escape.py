@@ -22,8 +22,23 @@ def clean(text: str, limit: int | None = None) -> str:
     s = _BIDI.sub("", s)
     s = " ".join(s.split())
     if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
+        s = shorten(s, limit)
     return s
+
+
+# where a name may be cut: after a space, a separator of C++/Python names, or before a bracket
+_BOUNDARY = re.compile(r"(?<=[ _:,;/>)\]-])|(?<=\D\.)|(?=[<(\[])")
+
+
+def shorten(s: str, limit: int) -> str:
+    """``s`` cut to at most ``limit`` characters at a word or identifier boundary, with "…": never
+    mid-word or mid-number. Falls back to a hard cut only for a name with no boundary at all in
+    its first ``limit`` characters (a hash-like kernel name)."""
+    if len(s) <= limit:
+        return s
+    cuts = [m.start() for m in _BOUNDARY.finditer(s, 0, limit) if limit // 3 <= m.start() <= limit - 1]
+    end = cuts[-1] if cuts else max(limit - 1, 1)
+    return s[:end].rstrip(" ,;") + "…"
 
 
 def code(text: str, limit: int | None = 90, table: bool = True) -> str:

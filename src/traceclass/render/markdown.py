@@ -1,34 +1,87 @@
-"""Report -> GitHub-flavoured markdown.
+"""Report -> GitHub-flavoured markdown, laid out for GitHub's 980 px content column.
 
 Every untrusted string (op, kernel, stage, file names, finding messages) passes through
-:mod:`traceclass.render.escape`; every number carries its unit.
+:mod:`traceclass.render.escape`; every number carries its unit (joined to it by a non-breaking
+space inside tables, so "262 ms" never wraps into "262 / ms"). Tables put the conclusion columns
+(bound, % of roof, gap, share) left of the detail columns; long names are shortened at an
+identifier boundary in tables and listed in full once below them (:class:`Names`). Detail
+sections (``###``) show messages whole.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
 
 from traceclass import units
-from traceclass.render.escape import code, text
-from traceclass.render.verdict import opportunities, verdict_sentences
+from traceclass.render.escape import clean, code, shorten, text
+from traceclass.render.verdict import key_numbers, opportunities, verdict_sentences
 from traceclass.report.model import Report
 from traceclass.rule import Finding
 
 EVIDENCE_ROWS = 5
+NAME_WIDTH = 40  # characters of a kernel/op name shown in a table cell (full name listed below)
+SHAPES_WIDTH = 32
+
+_CODE_SPAN = re.compile(r"(`+).*?\1")
+
+
+def _cell(c: str) -> str:
+    if c == "":
+        return "—"
+    if "`" not in c:
+        return units.nonbreaking(c)
+    # keep code spans as they are; join numbers and units in the prose around them
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(c):
+        out += [units.nonbreaking(c[last:m.start()]), m.group(0)]
+        last = m.end()
+    out.append(units.nonbreaking(c[last:]))
+    return "".join(out)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
-    """A markdown table; ``align`` is one char per column: l (default) or r."""
+    """A markdown table; ``align`` is one char per column: l (default) or r. Columns whose
+    every cell is empty ("—") are left out: they say nothing and cost width."""
+    rows = [list(r) for r in rows]
+    keep = [i for i in range(len(headers)) if not rows or any(r[i] not in ("", "—") for r in rows)]
     align = align.ljust(len(headers), "l")
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
+    heads = [headers[i] for i in keep]
+    sep = ["---:" if align[i] == "r" else "---" for i in keep]
+    lines = ["| " + " | ".join(heads) + " |", "| " + " | ".join(sep) + " |"]
     for r in rows:
-        lines.append("| " + " | ".join(c if c != "" else "—" for c in r) + " |")
+        lines.append("| " + " | ".join(_cell(r[i]) for i in keep) + " |")
     return "\n".join(lines)
 
 
+class Names:
+    """Long names shortened in a table, each listed in full once below it.
+
+    ``Names("k")`` numbers them k1, k2, ...; :meth:`short` gives the table cell, :meth:`key`
+    the folded list of full names (empty when nothing was shortened)."""
+
+    def __init__(self, prefix: str, width: int = NAME_WIDTH) -> None:
+        self.prefix, self.width = prefix, width
+        self.full: dict[str, str] = {}
+
+    def short(self, name: str, width: int | None = None) -> str:
+        w = width or self.width
+        c = clean(name)
+        if len(c) <= w:
+            return code(c)
+        tag = self.full.setdefault(c, f"{self.prefix}{len(self.full) + 1}")
+        return f"{code(shorten(c, w))} {tag}"
+
+    def key(self, what: str = "Full names") -> str:
+        if not self.full:
+            return ""
+        lines = [f"<details><summary>{what} ({len(self.full)} shortened above)</summary>", ""]
+        lines += [f"- {tag}: {code(name, None, table=False)}" for name, tag in self.full.items()]
+        return "\n".join(lines + ["", "</details>"])
+
+
 def render(report: Report, top_n: int = 15) -> str:
-    parts = [_header(report), _verdict(report)]
+    parts = [_header(report), _verdict(report), _caveats(report)]
     if report.findings:
         parts.append(_findings(report))
     if report.stages:
@@ -45,18 +98,23 @@ def render(report: Report, top_n: int = 15) -> str:
         parts.append(_cpu(report, top_n))
     if report.devices or any(o.flops is not None for o in report.ops):
         parts.append(_hardware(report))
-    if report.notes or report.rule_errors:
+    if _other_notes(report) or report.rule_errors:
         parts.append(_notes(report))
     if report.devices or report.ops:
         parts.append(_definitions(report))
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
+#: formats by their reader name, as a user would call them
+_FORMAT_NAMES = {"kineto": "kineto", "nsys": "nsys SQLite", "speedscope": "speedscope", "collapsed": "collapsed stacks"}
+
+
 def _header(r: Report) -> str:
     s = r.source
-    bits = [code(s.producer or s.format, 60)]
+    fmt = s.format or "unknown"
+    bits = [f"{code(fmt, 40)} trace" + (f" from {code(s.producer, 60)}" if s.producer and s.producer != fmt else "")]
     if s.format_version and s.format_version not in (s.producer or ""):
-        bits.append(f"format {code(s.format_version, 40)}")
+        bits.append(f"schema {code(s.format_version, 40)}")
     bits.append(f"{units.size(s.size_bytes)} read")
     if s.duration_ns:
         bits.append(f"{units.duration(s.duration_ns)} recorded")
@@ -65,22 +123,54 @@ def _header(r: Report) -> str:
 
 
 def _verdict(r: Report) -> str:
-    lines = ["## Verdict", "", " ".join(verdict_sentences(r, lambda n: code(n, 90, table=False), text))]
-    opp = opportunities(r, lambda n: code(n, 90, table=False), text)
+    name = lambda n: code(n, None, table=False)  # noqa: E731
+    lines = ["## Verdict", ""]
+    keys = key_numbers(r)
+    if keys:
+        lines += ["**" + " · ".join(keys) + "**", ""]
+    lines.append(" ".join(verdict_sentences(r, name, text)))
+    opp = opportunities(r, name, text)
     if opp:
-        lines += ["", "**Top opportunities** (time a fix could recover, estimated):", ""]
+        lines += ["", "**Top opportunities** (what a fix could save, estimated; evidence under Findings):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
     return "\n".join(lines)
 
 
-def _findings(r: Report) -> str:
+#: notes that say what the recording could not show: they change how the numbers read, so they
+#: stand right under the verdict (the rest go to Notes at the end)
+_CAVEAT = re.compile(r"without shapes|no ProfilerStep|too few steps|no GPU activity|input repaired|"
+                     r"not supported yet|not recorded|recorded without", re.I)
+
+
+def caveat_notes(r: Report) -> list[str]:
+    return [n for n in r.notes if _CAVEAT.search(n)]
+
+
+def _other_notes(r: Report) -> list[str]:
+    return [n for n in r.notes if not _CAVEAT.search(n)]
+
+
+def _caveats(r: Report) -> str:
+    cav = caveat_notes(r)
+    if not cav:
+        return ""
+    return "\n".join(["**What the recording could not show:**", ""] + [f"- {text(n, None)}" for n in cav])
+
+
+def recoverable(f: Finding) -> str:
+    """Recoverable time as a table cell: informational findings claim none, so show none."""
+    return "info" if f.severity == "info" else units.duration(f.recoverable_ns)
+
+
+def _finding_rows(fs: list[Finding]) -> list[tuple[str, ...]]:
+    return [(recoverable(f), f.severity, f"{f.code} {text(f.name, None)}", text(f.title or f.message, None))
+            for f in fs]
+
+
+def _findings(r: Report, rows: int = EVIDENCE_ROWS) -> str:
     main = [f for f in r.findings if f.severity != "info"]
     info = [f for f in r.findings if f.severity == "info"]
-
-    def rows(fs: list[Finding]) -> list[tuple[str, ...]]:
-        return [(f.code, text(f.name, 40), f.severity, units.duration(f.recoverable_ns), text(f.message, 240))
-                for f in fs]
-
+    heads = ["recoverable", "severity", "rule", "what to change"]
     out = [
         "## Findings",
         "",
@@ -88,47 +178,52 @@ def _findings(r: Report) -> str:
         "finding). `traceclass explain CODE` documents each rule.",
     ]
     if main:
-        out += ["", table(["code", "rule", "severity", "recoverable", "what was measured"], rows(main), "lllrl")]
+        out += ["", table(heads, _finding_rows(main), "rlll")]
     else:
         out += ["", "No finding with recoverable time."]
     for f in main:
-        out += ["", finding_details(f)]
+        out += ["", finding_details(f, rows)]
     if info:
         out += ["", f"<details><summary>{len(info)} informational finding{'s' if len(info) != 1 else ''} "
                 "(measured, nothing claimed as recoverable)</summary>", "",
-                table(["code", "rule", "severity", "recoverable", "what was measured"], rows(info), "lllrl"),
-                "", "</details>"]
+                table(heads, _finding_rows(info), "rlll")]
+        for f in info:
+            out += ["", finding_details(f, rows)]
+        out += ["", "</details>"]
     return "\n".join(out)
 
 
-def finding_details(f: Finding, rows: int = EVIDENCE_ROWS) -> str:
-    head = f"### {f.code} {text(f.name, 60)}: {units.duration(f.recoverable_ns)} recoverable"
-    lines = [head, "", text(f.message, 400), "", f"*Estimate:* {text(f.estimate, 400)}",
-             "", f"*Fix:* {text(f.fix, 400)}", "", f"*Fingerprint:* `{f.fingerprint}`"]
+def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True, estimate: bool = True) -> str:
+    """A finding in full: message, estimate, fix, fingerprint and its evidence (nothing cut)."""
+    claim = "informational" if f.severity == "info" else f"{units.duration(f.recoverable_ns)} recoverable"
+    lines = [f"### {f.code} {text(f.name, None)}: {claim}", ""] if heading else []
+    lines += [text(f.message, None), ""]
+    if estimate:
+        lines += [f"*Estimate:* {text(f.estimate, None)}", ""]
+    lines += [f"*Fix:* {text(f.fix, None)}", "", f"*Fingerprint:* `{f.fingerprint}`"]
     if f.evidence:
+        names = Names("n")
         ev_rows = []
         for e in f.evidence[:rows]:
-            when = "—"
-            if e.start_ns is not None:
-                when = _window(e.start_ns, e.end_ns)
-            names = ", ".join(code(n, 60) for n in (e.ops + e.kernels)[:4])
-            ev_rows.append(
-                (
-                    text(e.what, 160),
-                    when,
-                    units.duration(e.duration_ns) if e.duration_ns is not None else "—",
-                    str(e.count) if e.count is not None else "—",
-                    units.size(e.bytes) if e.bytes is not None else "—",
-                    names or "—",
-                    code(e.source, 80) if e.source else "—",
-                )
-            )
+            when = _window(e.start_ns, e.end_ns) if e.start_ns is not None else "—"
+            shown = tuple(dict.fromkeys(e.ops + e.kernels))[:3]
+            ev_rows.append((
+                units.duration(e.duration_ns) if e.duration_ns is not None else "—",
+                code(e.source, None) if e.source else "—",
+                text(e.what, None),
+                when,
+                str(e.count) if e.count is not None else "—",
+                units.size(e.bytes) if e.bytes is not None else "—",
+                ", ".join(names.short(n, 36) for n in shown) or "—",
+            ))
         lines += [
             "",
-            table(["evidence", "window (from trace start)", "time", "count", "bytes", "ops / kernels",
-                   "source (function start)"],
-                  ev_rows, "llrrrll"),
+            table(["time", "source (function start)", "evidence", "window (from trace start)", "count", "bytes",
+                   "ops / kernels"], ev_rows, "rllrrrl"),
         ]
+        key = names.key()
+        if key:
+            lines += ["", key]
         if len(f.evidence) > rows:
             lines.append(f"\n({len(f.evidence) - rows} more instances in the JSON report)")
     return "\n".join(lines)
@@ -141,68 +236,76 @@ def _window(start_ns: int, end_ns: int | None) -> str:
         return a
     b = units.duration(end_ns)
     if a == b and end_ns != start_ns:
-        m = max(abs(start_ns), abs(end_ns))
-        scale, unit = next((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")) if m >= s)
-        for digits in range(4, 13):
-            a, b = f"{start_ns / scale:.{digits}g} {unit}", f"{end_ns / scale:.{digits}g} {unit}"
-            if a != b:
-                break
+        a, b = units.distinct_durations(start_ns, end_ns)
     return f"{a} → {b}"
 
 
-def _stages(r: Report) -> str:
+def _stages(r: Report, limit: int = 30) -> str:
     has_gpu = any(s.gpu_busy_ns is not None for s in r.stages)
-    headers = ["stage", "kind", "count", "P50", "P90", "P99", "total"]
-    align = "llrrrrr"
+    names = Names("s")
+    headers = ["stage", "dominant bound", "modeled work vs roof"]
+    align = "lll"
     if has_gpu:
-        headers += ["GPU busy", "GPU busy / wall"]
-        align += "rr"
-    headers += ["dominant bound", "modeled work vs roof"]
-    align += "l"
+        headers += ["GPU busy / wall"]
+        align += "r"
+    headers += ["P50", "P90", "P99", "count", "kind"]
+    align += "rrrrl"
     rows = []
-    for s in r.stages[:30]:
+    for s in r.stages[:limit]:
         extra = "".join(f" (+{n} {what})" for n, what in ((s.warmup_count, "warm-up"), (s.empty_count, "empty"))
                         if n)
-        row = [code(s.name, 60), s.kind, str(s.count) + extra,
-               units.duration(s.p50_ns), units.duration(s.p90_ns), units.duration(s.p99_ns),
-               units.duration(s.total_ns)]
-        if has_gpu:
-            row += [units.duration(s.gpu_busy_ns), units.pct(s.gpu_share_pct)]
         dom = s.dominant_bound
         if dom and s.bound_shares_pct:
             dom = f"{dom} ({units.pct(s.bound_shares_pct.get(dom), 0)})"
-        row.append(dom or "—")
-        row.append(f"{units.ratio(s.intensity)} FLOP/B, {units.pct(s.pct_of_roof, 0)} of roof"
-                   if s.pct_of_roof is not None else "—")
+        row = [names.short(s.name), dom or "—",
+               f"{units.pct(s.pct_of_roof, 0)} of roof at {units.ratio(s.intensity)} FLOP/B"
+               if s.pct_of_roof is not None else "—"]
+        if has_gpu:
+            row.append(units.pct(s.gpu_share_pct))
+        row += [units.duration(s.p50_ns), units.duration(s.p90_ns), units.duration(s.p99_ns),
+                str(s.count) + extra, s.kind]
         rows.append(row)
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
            + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
               "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
-           + "Dominant bound = the roofline label holding most of the stage's op time; the last column "
+           + "Dominant bound = the roofline label holding most of the stage's op time; modeled work vs roof "
            "puts the stage's modeled FLOPs and bytes against its whole work time (a lower bound on "
            "what the stage achieves).",
            "", table(headers, rows, align)]
-    if len(r.stages) > 30:
-        out.append(f"\n({len(r.stages) - 30} more stages in the JSON report)")
+    key = names.key("Full stage names")
+    if key:
+        out += ["", key]
+    if len(r.stages) > limit:
+        out.append(f"\n({len(r.stages) - limit} more stages in the JSON report)")
     return "\n".join(out)
 
 
-def _ops(r: Report, top_n: int) -> str:
+def _shapes(o) -> str:  # type: ignore[no-untyped-def]
+    s = ("causal ½ · " if o.causal else "") + clean(o.shapes or "")
+    return s
+
+
+def _ops(r: Report, top_n: int, detail: bool = True) -> str:
     basis = "GPU time" if r.ops_time_basis == "gpu" else "host time"
-    headers = ["op", "shapes", "dtype", "calls", basis, "share", "FLOP/call", "bytes/call",
-               "FLOP/byte", "ridge", "achieved", "% of roof", "bound", "gap to bound"]
-    rows = []
+    names = Names("o")
+    # shapes carry each input's dtype; the dtype column only stands in when shapes were not recorded
+    headers = ["op", "bound", "% of roof", "gap to bound", "share", basis, "calls", "shapes (dtype)"]
+    rows, detail_rows = [], []
     for o in r.ops[:top_n]:
-        achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
         bound = o.bound + (" (heuristic)" if o.heuristic else "")
+        shapes = _shapes(o)
+        short = code(shorten(shapes, SHAPES_WIDTH)) if shapes else (o.dtype or "—")
+        op = names.short(o.name)
         rows.append([
-            code(o.name, 60), ("causal ½ · " if o.causal else "") + (code(o.shapes, 70) if o.shapes else "—"),
-            o.dtype or "—", str(o.count),
-            units.duration(o.total_ns), units.pct(o.share_pct), units.flops(o.flops), units.size(o.bytes),
-            units.ratio(o.intensity), units.ratio(o.ridge), achieved if o.flops is not None else "—",
-            units.pct(o.pct_of_roof, 0), bound, units.duration(o.gap_ns),
+            op, bound, units.pct(o.pct_of_roof, 0), units.duration(o.gap_ns), units.pct(o.share_pct),
+            units.duration(o.total_ns), f"{o.count:,}", short,
         ])
+        achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
+        if o.flops is not None or o.bytes is not None or len(shapes) > SHAPES_WIDTH:
+            detail_rows.append([op, units.flops(o.flops), units.size(o.bytes), units.ratio(o.intensity),
+                                units.ratio(o.ridge), achieved if o.flops is not None else "—",
+                                code(shapes, None) if shapes else "—"])
     denom = "device busy time (union over streams)" if r.ops_time_basis == "gpu" else "total op time on host threads"
     lat = r.thresholds.get("latency_floor_us" if r.ops_time_basis == "gpu" else "cpu_latency_floor_us")
     out = [
@@ -210,19 +313,28 @@ def _ops(r: Report, top_n: int) -> str:
         f"Grouped by op name, input shapes and dtype; share = {basis} ÷ {denom}. "
         "FLOP and bytes per call come from the recorded shapes (ideal traffic: every tensor read or "
         "written once). `latency-bound` means the roofline lower bound per call is under "
-        f"{lat} µs, too small for either roof to matter; `unclassified` means no cost model "
-        "applies (the op is counted, not guessed).",
-        "", table(headers, rows, "llllrrrrrrrrlr"),
+        f"{units.duration((lat or 0) * 1000)}, too small for either roof to matter; `unclassified` means no cost "
+        "model applies (the op is counted, not guessed).",
+        "", table(headers, rows, "lllrrrrl"),
     ]
+    if detail and detail_rows:
+        out += ["", "<details><summary>Roofline inputs per op (FLOP and bytes per call, intensity, ridge, "
+                "achieved, full shapes)</summary>", "",
+                table(["op", "FLOP/call", "bytes/call", "FLOP/byte", "ridge", "achieved", "shapes"], detail_rows,
+                      "lrrrrrl"), "", "</details>"]
+    key = names.key("Full op names")
+    if key:
+        out += ["", key]
     by_note: dict[str, list[str]] = {}
     for o in r.ops[:top_n]:
         if o.note and o.name not in by_note.setdefault(o.note, []):
             by_note[o.note].append(o.name)
     if by_note:
         out += ["", "Notes:"]
-        for note, names in by_note.items():
-            shown = ", ".join(code(n, 50) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out.append(f"- {shown}: {text(note, 200)}")
+        for note, nms in by_note.items():
+            shown = ", ".join(code(n, None, table=False) for n in nms[:4]) + \
+                (f" and {len(nms) - 4} more" if len(nms) > 4 else "")
+            out.append(f"- {shown}: {text(note, None)}")
     if len(r.ops) > top_n:
         rest = sum(o.total_ns for o in r.ops[top_n:])
         more = len(r.ops) - top_n
@@ -231,7 +343,7 @@ def _ops(r: Report, top_n: int) -> str:
         top = list(r.unmodeled_ops.items())[:8]
         out.append(
             "\nOps without a cost model (calls): "
-            + ", ".join(f"{code(n, 40)} ({c})" for n, c in top)
+            + ", ".join(f"{code(n, None, table=False)} ({c})" for n, c in top)
             + (f" and {len(r.unmodeled_ops) - 8} more" if len(r.unmodeled_ops) > 8 else "")
             + "."
         )
@@ -239,66 +351,82 @@ def _ops(r: Report, top_n: int) -> str:
 
 
 def _timeline(r: Report) -> str:
-    headers = ["device", "window", "busy", "idle", "compute", "copy", "communication", "exposed copy",
-               "exposed comm", "kernels", "copies", "streams"]
-    rows = []
-    for d in r.devices:
-        def both(ns: int) -> str:
-            return f"{units.duration(ns)} ({units.pct(100.0 * ns / d.window_ns if d.window_ns else 0)})"
-
-        rows.append([
-            f"{d.device} {code(d.name, 40)}" if d.name else str(d.device), units.duration(d.window_ns),
-            both(d.busy_ns), both(d.idle_ns), both(d.compute_ns), both(d.copy_ns), both(d.comm_ns),
-            units.duration(d.exposed_copy_ns), units.duration(d.exposed_comm_ns), str(d.kernels),
-            str(d.memcpys + d.memsets), str(d.streams),
-        ])
+    """One column per device, one row per measure: narrow however many devices (8 per table)."""
     out = ["## GPU timeline", "",
            "Window = first to last GPU activity on the device. Busy = union of kernels, copies and "
            "memsets over all streams; compute = non-communication kernels; copy = memcpy + memset; "
            "exposed copy = copy time overlapped by no kernel. Exact integer-ns unions (HTA rounds to "
-           "whole µs first).",
-           "", table(headers, rows, "lrrrrrrrrrrr")]
+           "whole µs first)."]
+    devs = list(r.devices)
+    for k in range(0, len(devs), 8):
+        chunk = devs[k:k + 8]
+        heads = ["measure"] + [f"GPU {d.device}" for d in chunk]
+
+        def both(ns: int, d) -> str:  # type: ignore[no-untyped-def]
+            return f"{units.duration(ns)} ({units.share(ns, d.window_ns)})"
+
+        measures = [
+            ("busy", lambda d: both(d.busy_ns, d)), ("idle", lambda d: both(d.idle_ns, d)),
+            ("compute", lambda d: both(d.compute_ns, d)), ("copy", lambda d: both(d.copy_ns, d)),
+            ("communication", lambda d: both(d.comm_ns, d)),
+            ("exposed copy", lambda d: units.duration(d.exposed_copy_ns)),
+            ("exposed comm", lambda d: units.duration(d.exposed_comm_ns)),
+            ("window", lambda d: units.duration(d.window_ns)),
+            ("kernels", lambda d: f"{d.kernels:,}"), ("copies + memsets", lambda d: f"{d.memcpys + d.memsets:,}"),
+            ("streams", lambda d: str(d.streams)),
+        ]
+        rows = [[m] + [f(d) for d in chunk] for m, f in measures]
+        named = [f"GPU {d.device}: {code(d.name, None, table=False)}" for d in chunk if d.name]
+        out += ["", table(heads, rows, "l" + "r" * len(chunk))]
+        if named:
+            out += ["", "; ".join(named) + "."]
     for d in r.devices:
         bits = []
         if d.comm_overlap_pct is not None:
             bits.append(f"{units.pct(d.comm_overlap_pct)} of its communication time overlapped compute")
         if d.launches:
-            bits.append(f"{d.launches} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
+            bits.append(f"{d.launches:,} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
                         f"P90 {units.duration(d.launch_delay_p90_ns)}, max {units.duration(d.launch_delay_max_ns)}; "
-                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call")
+                        f"{d.kernels_shorter_than_launch:,} kernels ran shorter than their launch call")
         if bits:
-            out.append(f"\nDevice {d.device}: " + "; ".join(bits) + ".")
+            out.append(f"\nGPU {d.device}: " + "; ".join(bits) + ".")
         if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:
             out.append(
-                f"\nDevice {d.device}: over the whole profiler window ({units.duration(d.profiler_window_ns)}) "
+                f"\nGPU {d.device}: over the whole profiler window ({units.duration(d.profiler_window_ns)}) "
                 f"the GPU was idle {units.duration(d.idle_in_profiler_window_ns)} "
-                f"({units.pct(100.0 * d.idle_in_profiler_window_ns / d.profiler_window_ns)})."
+                f"({units.share(d.idle_in_profiler_window_ns, d.profiler_window_ns)})."
             )
     return "\n".join(out)
 
 
 def _kernels(r: Report, top_n: int) -> str:
+    names = Names("k")
+    ops = Names("o")
     rows = [
-        [code(k.name, 70), k.family, str(k.count), units.duration(k.total_ns), units.duration(k.mean_ns),
-         units.duration(k.p50_ns), units.duration(k.max_ns), units.pct(k.share_pct), k.bound or "—",
-         ", ".join(code(o, 30) for o in k.ops[:2]) or "—"]
+        [names.short(k.name), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns), f"{k.count:,}",
+         units.duration(k.mean_ns), units.duration(k.max_ns), k.family,
+         ops.short(k.ops[0], 28) if k.ops else "—"]
         for k in r.kernels[:top_n]
     ]
-    return "\n".join([
+    out = [
         "## Top GPU kernels", "",
         "Sum of kernel durations by name (like `nsys stats cuda_gpu_kern_sum`); share = ÷ device busy "
         "time, so overlapping kernels can add past 100%. Bound is shown when the kernel is the only "
-        "GPU work of its op.",
-        "", table(["kernel", "family", "count", "total", "mean", "P50", "max", "share", "bound", "launched by"],
-                  rows, "llrrrrrrll"),
-    ])
+        "GPU work of its op; launched by = the op that launched most of its time.",
+        "", table(["kernel", "share", "bound", "total", "count", "mean", "max", "family", "launched by"],
+                  rows, "lrlrrrrll"),
+    ]
+    for key in (names.key("Full kernel names"), ops.key("Full op names")):
+        if key:
+            out += ["", key]
+    return "\n".join(out)
 
 
 def _memory(r: Report) -> str:
     rows = []
     for m in r.memory:
         where = "host" if m.device_type == "cpu" else f"GPU {m.device}"
-        rows.append([where, units.size(m.peak_allocated_bytes), units.size(m.peak_reserved_bytes), str(m.events)])
+        rows.append([where, units.size(m.peak_allocated_bytes), units.size(m.peak_reserved_bytes), f"{m.events:,}"])
     return "\n".join(["## Memory", "",
                       "Allocator peaks from the profiler's memory events (`profile_memory=True`): the most "
                       "memory held by tensors at once (allocated) and by the caching allocator (reserved).",
@@ -306,43 +434,40 @@ def _memory(r: Report) -> str:
 
 
 def _cpu(r: Report, top_n: int) -> str:
-    try:
-        from traceclass.render.cpu_markdown import cpu_profile_markdown
-    except ImportError:
-        return ""
+    from traceclass.render.cpu_markdown import cpu_profile_markdown
+
     return cpu_profile_markdown(r.cpu_profile, top_n)
 
 
 def _hardware(r: Report) -> str:
-    rows = []
+    rows, peaks, notes = [], [], []
     for h in r.hardware:
         if h.device < 0 and r.ops_time_basis == "gpu":
             continue
+        who = "host CPU" if h.device < 0 else f"GPU {h.device}"
         used = {f"{o.unit}_{o.precision}" for o in r.ops if o.precision and o.unit and o.device == h.device}
         ordered = sorted(h.peaks_flops_per_s.items(), key=lambda kv: (kv[0] not in used, -kv[1]))
-        peaks = ", ".join(f"{k} {units.flop_rate(v)}" + (" (used)" if k in used else "") for k, v in ordered[:6])
         rows.append([
-            "host CPU" if h.device < 0 else str(h.device), code(h.reported_name, 50) if h.reported_name else "—",
-            code(h.spec, 40) if h.spec else "unknown", text(h.how, 80),
-            units.byte_rate(h.memory_bandwidth_per_s), peaks or "—",
+            who, code(h.spec, 40) if h.spec else "unknown", units.byte_rate(h.memory_bandwidth_per_s),
+            code(h.reported_name, None) if h.reported_name else "—", text(h.how, None),
         ])
-    notes = []
-    for h in r.hardware:
-        if h.device < 0 and r.ops_time_basis == "gpu":
-            continue
-        notes += [f"- {code(h.spec or h.reported_name, 40)}: {text(n, 400)}" for n in h.notes]
+        if ordered:
+            peaks.append(f"- {who} peaks: " + ", ".join(
+                ("**" if k in used else "") + f"{k} {units.flop_rate(v)}" + (" (used)**" if k in used else "")
+                for k, v in ordered[:6]))
+        notes += [f"- {code(h.spec or h.reported_name, None, table=False)}: {text(n, None)}" for n in h.notes]
     out = ["## Hardware", "",
            "Roofs are dense datasheet peaks; `traceclass devices NAME` lists every figure with its source.",
-           "", table(["device", "reported as", "spec used", "how", "memory bandwidth", "peaks"], rows, "lllrrl")]
-    if notes:
-        out += [""] + notes
+           "", table(["device", "spec used", "memory bandwidth", "reported as", "how"], rows, "llrll")]
+    if peaks or notes:
+        out += [""] + peaks + notes
     return "\n".join(out)
 
 
 def _notes(r: Report) -> str:
     lines = ["## Notes", ""]
-    lines += [f"- {text(n, 400)}" for n in r.notes]
-    lines += [f"- rule error: {text(e, 300)}" for e in r.rule_errors]
+    lines += [f"- {text(n, None)}" for n in _other_notes(r)]
+    lines += [f"- rule error: {text(e, None)}" for e in r.rule_errors]
     return "\n".join(lines)
 
 

@@ -126,16 +126,37 @@ def _largest_stage(report: Report, step):  # type: ignore[no-untyped-def]
     return (st, share) if share >= 10.0 else None
 
 
+def key_numbers(report: Report) -> list[str]:
+    """The numbers that decide, in reading order: step time, GPU busy, the dominant bound and
+    what the findings put at stake (each "label value", plain text)."""
+    out = []
+    steps = [s for s in report.stages if s.kind == "step" and s.count and s.name != "(whole trace)"]
+    if steps:
+        out.append(f"step P50 {units.duration(steps[0].p50_ns)}")
+    if report.devices:
+        d = max(report.devices, key=lambda r: r.busy_ns)
+        out.append(f"GPU busy {units.pct(d.busy_pct, 0)}" + (f" (GPU {d.device})" if len(report.devices) > 1 else ""))
+    mix = {k: v for k, v in bound_mix(report).items() if k != "unclassified"}
+    if mix:
+        k, v = max(mix.items(), key=lambda kv: kv[1])
+        out.append(f"{units.pct(v, 0)} of op time {k}")
+    if report.opportunities:
+        top = report.opportunities[0]
+        out.append(f"top opportunity {units.duration(top.recoverable_ns)}")
+    return out
+
+
 def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
-    """One line per opportunity; names as code, everything else as escaped prose."""
+    """One lead line per opportunity: what to change, where (file:line when known), how much;
+    names as code, everything else as escaped prose. The evidence is the finding's own section."""
     lines = []
     for op in report.opportunities:
         text = prose(op.title)
-        for n in op.names:
+        for n in sorted(op.names, key=len, reverse=True):
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        also = (f"; the same idle time is also counted by {', '.join(op.overlaps)}, not additive"
-                if op.overlaps else "")
-        lines.append(f"{text} — up to {units.duration(op.recoverable_ns)} at stake ({prose(op.source)}{also})")
+        where = f" at {name(op.where)}" if op.where else ""
+        also = f"; overlaps {', '.join(op.overlaps)}" if op.overlaps else ""
+        lines.append(f"**{text}**{where}: up to {units.duration(op.recoverable_ns)} ({prose(op.source)}{also})")
     return lines

@@ -594,13 +594,11 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
     gaps (time above an op's lower bound) come in as their own items."""
     real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
     idle = [f for f in real if f.code in _IDLE_FAMILY]
-    out = [Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
-           for f in real if f.code not in _IDLE_FAMILY]
+    out = [_opportunity(f) for f in real if f.code not in _IDLE_FAMILY]
     if idle:
         top = max(idle, key=lambda f: f.recoverable_ns)
         others = sorted({f.code for f in idle} - {top.code})
-        out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
-                               overlaps=tuple(others)))
+        out.append(dataclasses.replace(_opportunity(top), overlaps=tuple(others)))
     gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
@@ -608,7 +606,7 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
         pct = f"{units.pct(o.pct_of_roof, 0)}" if o.pct_of_roof is not None else "?"
         out.append(
             Opportunity(
-                title=f"{o.name} runs at {pct} of its {roof} roof",
+                title=f"Bring {o.name} closer to its {roof} roof (at {pct} now)",
                 recoverable_ns=int(o.gap_ns or 0),
                 source="roofline",
                 names=(o.name,),
@@ -616,6 +614,15 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
         )
     out.sort(key=lambda o: -o.recoverable_ns)
     return tuple(out[:5])
+
+
+def _opportunity(f: Finding) -> Opportunity:
+    """A finding as an opportunity: its short title (the message when the rule gives none), the
+    first source line of its evidence and the names to show as code."""
+    where = next((e.source for e in f.evidence if e.source), "")
+    names = tuple(dict.fromkeys(n for e in f.evidence[:3] for n in (*e.ops, *e.kernels)))
+    return Opportunity(title=f.title or f.message, recoverable_ns=f.recoverable_ns, source=f.code, names=names,
+                       where=where or "", fingerprint=f.fingerprint)
 
 
 def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:

@@ -200,6 +200,8 @@ class Opportunity:
     source: str  # finding code, or "roofline" / "timeline"
     names: tuple[str, ...] = ()  # op/kernel names mentioned (rendered as code)
     overlaps: tuple[str, ...] = ()  # other findings counting the same time (not additive)
+    where: str = ""  # "file.py:123" of the first evidence with a source line
+    fingerprint: str = ""  # the finding's fingerprint ("" for roofline items)
 
 
 @dataclasses.dataclass(frozen=True)
