@@ -27,6 +27,7 @@ import re
 import numpy as np
 
 from traceclass import timeline as tl
+from traceclass.model.names import cut
 from traceclass.model import AnnotationKind, Trace
 from traceclass.model.nesting import group_ids
 
@@ -88,7 +89,7 @@ def data_ranges(trace: Trace, pattern: str) -> DataRanges:
 def _short(name: str, limit: int = 60) -> str:
     """A range name fit for a location (NVTX payloads can be long)."""
     name = " ".join(name.split())
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    return cut(name, limit)
 
 
 def _pairs(pid: np.ndarray, tid: np.ndarray) -> list[tuple[int, int]]:

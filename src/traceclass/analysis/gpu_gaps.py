@@ -40,6 +40,7 @@ from traceclass.analysis.data_loading import DEFAULT_PATTERN as DEFAULT_DATA_PAT
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
 from traceclass.analysis.source_lines import source_for_points
+from traceclass.model.names import cut
 from traceclass.model import AnnotationKind, ApiKind, CopyKind, GpuKind, MemKind, Trace
 from traceclass.model.enums import BLOCKING_API_KINDS
 from traceclass.model.nesting import ancestors_until, group_ids, innermost_containing, lookup2
@@ -591,7 +592,7 @@ def stage_rows(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) ->
 def short_label(name: str, limit: int = 60) -> str:
     """A range name fit for a location: NVTX payloads (pyprof writes op arguments) get cut."""
     name = " ".join(name.split())
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    return cut(name, limit)
 
 
 def common_source(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray, limit: int = 200) -> str | None:

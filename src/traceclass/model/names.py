@@ -50,9 +50,7 @@ def short_kernel_name(full: str, limit: int = 120) -> str:
     protected = name.replace(_ANON, "\0")
     if " " in protected and "::" in protected.split(" ")[-1]:
         name = protected.split(" ")[-1].replace("\0", _ANON)
-    if len(name) > limit:
-        name = name[: limit - 1] + "…"
-    return name
+    return cut(name, limit)
 
 
 _STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -83,3 +81,18 @@ _STEP_NUMBER = re.compile(r"#(\d+)$")
 def step_number(name: str) -> int | None:
     m = _STEP_NUMBER.search(name)
     return int(m.group(1)) if m else None
+
+
+# where a name may be cut: after a space, a separator of C++/Python names, or before a bracket
+_BOUNDARY = re.compile(r"(?<=[ _:,;/>)\]-])|(?<=\D\.)|(?=[ ,;<(\[])")
+
+
+def cut(s: str, limit: int) -> str:
+    """``s`` cut to at most ``limit`` characters at a word or identifier boundary, with "…": never
+    mid-word or mid-number. Falls back to a hard cut only for a name with no boundary at all in
+    its first ``limit`` characters (a hash-like kernel name)."""
+    if len(s) <= limit:
+        return s
+    cuts = [m.start() for m in _BOUNDARY.finditer(s, 0, limit) if limit // 3 <= m.start() <= limit - 1]
+    end = cuts[-1] if cuts else max(limit - 1, 1)
+    return s[:end].rstrip(" ,;") + "…"

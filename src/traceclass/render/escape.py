@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from traceclass.model.names import cut
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _BACKTICKS = re.compile(r"`+")
 _BIDI = re.compile(r"[\u202a-\u202e\u2066-\u2069]")  # direction overrides can disguise text
@@ -26,19 +28,7 @@ def clean(text: str, limit: int | None = None) -> str:
     return s
 
 
-# where a name may be cut: after a space, a separator of C++/Python names, or before a bracket
-_BOUNDARY = re.compile(r"(?<=[ _:,;/>)\]-])|(?<=\D\.)|(?=[<(\[])")
-
-
-def shorten(s: str, limit: int) -> str:
-    """``s`` cut to at most ``limit`` characters at a word or identifier boundary, with "…": never
-    mid-word or mid-number. Falls back to a hard cut only for a name with no boundary at all in
-    its first ``limit`` characters (a hash-like kernel name)."""
-    if len(s) <= limit:
-        return s
-    cuts = [m.start() for m in _BOUNDARY.finditer(s, 0, limit) if limit // 3 <= m.start() <= limit - 1]
-    end = cuts[-1] if cuts else max(limit - 1, 1)
-    return s[:end].rstrip(" ,;") + "…"
+shorten = cut  # the one way to shorten a name: at a word or identifier boundary
 
 
 def code(text: str, limit: int | None = 90, table: bool = True) -> str:

@@ -40,6 +40,16 @@ def _cell(c: str) -> str:
     return "".join(out)
 
 
+_LONG_TOKEN = re.compile(r"[^\s`]{30,}")
+
+
+def breakable(prose: str) -> str:
+    """Escaped prose whose long tokens (a 120-character kernel name inside a sentence) may wrap at
+    their separators: ``<wbr>`` marks a break opportunity and adds no character, so the text stays
+    whole (detail sections never cut) yet the table cell does not widen the page."""
+    return _LONG_TOKEN.sub(lambda m: re.sub(r"(_|::|,|\.|/)(?=[^\s])", r"\1<wbr>", m.group(0)), prose)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
     """A markdown table; ``align`` is one char per column: l (default) or r. Columns whose
     every cell is empty ("—") are left out: they say nothing and cost width."""
@@ -73,6 +83,7 @@ class Names:
         return f"{code(shorten(c, w))} {tag}"
 
     def key(self, what: str = "Full names") -> str:
+        """The folded list of full names; ``what`` makes its summary distinct in the document."""
         if not self.full:
             return ""
         lines = [f"<details><summary>{what} ({len(self.full)} shortened above)</summary>", ""]
@@ -210,7 +221,7 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True,
             ev_rows.append((
                 units.duration(e.duration_ns) if e.duration_ns is not None else "—",
                 code(e.source, None) if e.source else "—",
-                text(e.what, None),
+                breakable(text(e.what, None)),
                 when,
                 str(e.count) if e.count is not None else "—",
                 units.size(e.bytes) if e.bytes is not None else "—",
@@ -221,7 +232,7 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True,
             table(["time", "source (function start)", "evidence", "window (from trace start)", "count", "bytes",
                    "ops / kernels"], ev_rows, "rllrrrl"),
         ]
-        key = names.key()
+        key = names.key(f"Full names in the {f.code} evidence ({f.fingerprint})")
         if key:
             lines += ["", key]
         if len(f.evidence) > rows:
@@ -403,9 +414,8 @@ def _kernels(r: Report, top_n: int) -> str:
     names = Names("k")
     ops = Names("o")
     rows = [
-        [names.short(k.name), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns), f"{k.count:,}",
-         units.duration(k.mean_ns), units.duration(k.max_ns), k.family,
-         ops.short(k.ops[0], 28) if k.ops else "—"]
+        [names.short(k.full_name or k.name, 34), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns),
+         f"{k.count:,}", units.duration(k.max_ns), k.family, ops.short(k.ops[0], 24) if k.ops else "—"]
         for k in r.kernels[:top_n]
     ]
     out = [
@@ -413,10 +423,10 @@ def _kernels(r: Report, top_n: int) -> str:
         "Sum of kernel durations by name (like `nsys stats cuda_gpu_kern_sum`); share = ÷ device busy "
         "time, so overlapping kernels can add past 100%. Bound is shown when the kernel is the only "
         "GPU work of its op; launched by = the op that launched most of its time.",
-        "", table(["kernel", "share", "bound", "total", "count", "mean", "max", "family", "launched by"],
-                  rows, "lrlrrrrll"),
+        "", table(["kernel", "share", "bound", "total", "count", "max", "family", "launched by"],
+                  rows, "lrlrrrll"),
     ]
-    for key in (names.key("Full kernel names"), ops.key("Full op names")):
+    for key in (names.key("Full kernel names"), ops.key("Full names of the launching ops")):
         if key:
             out += ["", key]
     return "\n".join(out)
