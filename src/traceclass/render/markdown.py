@@ -74,13 +74,20 @@ class Names:
         self.prefix, self.width = prefix, width
         self.full: dict[str, str] = {}
 
-    def short(self, name: str, width: int | None = None) -> str:
+    def short(self, name: str, width: int | None = None, full: str = "") -> str:
+        """``name`` as a table cell; ``full`` (a demangled signature) is what the key lists when
+        it says more than the name."""
         w = width or self.width
         c = clean(name)
-        if len(c) <= w:
+        whole = clean(full) if full and clean(full) != c else c
+        if len(c) <= w and whole == c:
             return code(c)
-        tag = self.full.setdefault(c, f"{self.prefix}{len(self.full) + 1}")
-        return f"{code(shorten(c, w))} {tag}"
+        tag = self.full.setdefault(whole, f"{self.prefix}{len(self.full) + 1}")
+        if len(c) <= w:
+            return f"{code(c)} {tag}"
+        # the namespace noise goes first: the full name is listed below
+        short = c.replace("(anonymous namespace)::", "").replace("at::native::", "")
+        return f"{code(shorten(short, w))} {tag}"
 
     def key(self, what: str = "Full names") -> str:
         """The folded list of full names; ``what`` makes its summary distinct in the document."""
@@ -229,8 +236,9 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True,
             ))
         lines += [
             "",
-            table(["time", "source (function start)", "evidence", "window (from trace start)", "count", "bytes",
-                   "ops / kernels"], ev_rows, "rllrrrl"),
+            table(["time", "source", "evidence", "window", "count", "bytes", "ops / kernels"], ev_rows, "rllrrrl"),
+            "",
+            "Window: from the trace start; source: the user function's `def` line.",
         ]
         key = names.key(f"Full names in the {f.code} evidence ({f.fingerprint})")
         if key:
@@ -259,8 +267,9 @@ def _stages(r: Report, limit: int = 30) -> str:
     if has_gpu:
         headers += ["GPU busy / wall"]
         align += "r"
-    headers += ["P50", "P90", "P99", "count", "kind"]
-    align += "rrrrl"
+    # P90 and the range kind stay in the JSON report: the table must fit 980 px
+    headers += ["P50", "P99", "count"]
+    align += "rrr"
     rows = []
     for s in r.stages[:limit]:
         extra = "".join(f" (+{n} {what})" for n, what in ((s.warmup_count, "warm-up"), (s.empty_count, "empty"))
@@ -273,8 +282,7 @@ def _stages(r: Report, limit: int = 30) -> str:
                if s.pct_of_roof is not None else "—"]
         if has_gpu:
             row.append(units.pct(s.gpu_share_pct))
-        row += [units.duration(s.p50_ns), units.duration(s.p90_ns), units.duration(s.p99_ns),
-                str(s.count) + extra, s.kind]
+        row += [units.duration(s.p50_ns), units.duration(s.p99_ns), str(s.count) + extra]
         rows.append(row)
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
@@ -414,8 +422,8 @@ def _kernels(r: Report, top_n: int) -> str:
     names = Names("k")
     ops = Names("o")
     rows = [
-        [names.short(k.full_name or k.name, 34), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns),
-         f"{k.count:,}", units.duration(k.max_ns), k.family, ops.short(k.ops[0], 24) if k.ops else "—"]
+        [names.short(k.name, 30, k.full_name), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns),
+         f"{k.count:,}", k.family, ops.short(k.ops[0], 22) if k.ops else "—"]
         for k in r.kernels[:top_n]
     ]
     out = [
@@ -423,8 +431,8 @@ def _kernels(r: Report, top_n: int) -> str:
         "Sum of kernel durations by name (like `nsys stats cuda_gpu_kern_sum`); share = ÷ device busy "
         "time, so overlapping kernels can add past 100%. Bound is shown when the kernel is the only "
         "GPU work of its op; launched by = the op that launched most of its time.",
-        "", table(["kernel", "share", "bound", "total", "count", "max", "family", "launched by"],
-                  rows, "lrlrrrll"),
+        "", table(["kernel", "share", "bound", "total", "count", "family", "launched by"],
+                  rows, "lrlrrll"),
     ]
     for key in (names.key("Full kernel names"), ops.key("Full names of the launching ops")):
         if key:
