@@ -199,11 +199,13 @@ def load_config(
         v = getattr(acfg, f.name)
         if isinstance(v, bool) or (f.type in ("int", "float") and not isinstance(v, (int, float))):
             raise ConfigError(f"setting {f.name} must be a number, got {v!r}")
-    if acfg.warmup_steps < 0 or acfg.top_n <= 0 or any(
-        not (getattr(acfg, k) >= 0 and getattr(acfg, k) < float("inf"))
-        for k in ("latency_floor_us", "cpu_latency_floor_us", "latency_call_us", "cpu_latency_call_us")
-    ):
-        raise ConfigError("warmup_steps and latency settings must be finite and >= 0, top_n > 0")
+    bad = [f"warmup_steps = {acfg.warmup_steps!r} (must be >= 0)"] if acfg.warmup_steps < 0 else []
+    bad += [f"top_n = {acfg.top_n!r} (must be >= 1)"] if acfg.top_n <= 0 else []
+    bad += [f"{k} = {getattr(acfg, k)!r} (must be finite and >= 0)"
+            for k in ("latency_floor_us", "cpu_latency_floor_us", "latency_call_us", "cpu_latency_call_us")
+            if not (getattr(acfg, k) >= 0 and getattr(acfg, k) < float("inf"))]
+    if bad:
+        raise ConfigError("invalid analysis setting: " + "; ".join(bad))
     return Config(analysis=acfg, rules=rules, check=check, budgets=budgets,
                   sources=tuple(sources), select=select, ignore=ignore)
 

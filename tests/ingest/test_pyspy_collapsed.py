@@ -196,7 +196,10 @@ def test_gzip_collapsed(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (b"Hello world.\nThis is a README with prose.\nNothing here is a stack.\n", "no line has the collapsed-stack form"),
+        (b"Hello world.\nThis is a README with prose.\nNothing here is a stack.\n",
+         "not a recognized trace (text starting 'Hello world.'); traceclass reads torch.profiler/Kineto JSON"),
+        (b"import os\n\ndef main():\n    pass\n", "not a recognized trace (Python source); traceclass reads"),
+        (b"# Title\n\nSome prose.\n", "not a recognized trace (Markdown text); traceclass reads"),
         (b"Version 2\nsome text\nmore text\nand more\n", "only 1 of 4 lines"),
         (b"<?xml version='1.0'?><svg></svg>", "SVG image"),
         (b"   \n\n", "only whitespace"),

@@ -10,7 +10,7 @@ from traceclass.errors import TraceFormatError
 from traceclass.ingest import load
 from traceclass.render.cpu_markdown import cpu_profile_json, cpu_profile_markdown
 
-COLLAPSED_ERR = "collapsed-stack form"
+COLLAPSED_ERR = "not a recognized trace"
 SVG_ERR = "an SVG image"
 
 # relative path -> format it loads as, or ("error", words of the one-line message)

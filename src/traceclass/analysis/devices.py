@@ -54,7 +54,7 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
     for u in used:
         if u not in out:
             out[u] = ResolvedDevice(u, "", forced, "--device override" if forced else "unknown")
-    cpu = hardware.get(cpu_override) if cpu_override else hardware.default_cpu()
+    cpu = hardware.get(cpu_override, option="--cpu") if cpu_override else hardware.default_cpu()
     out[-1] = ResolvedDevice(-1, "host CPU", cpu, "--cpu override" if cpu_override else "assumed")
     return out
 

@@ -76,10 +76,25 @@ class ProgressBar:
             sys.stderr.flush()
 
 
+def whole_number(minimum: int):  # type: ignore[no-untyped-def]
+    """An argparse type for counts: "--top 0" fails as "argument --top: must be a whole number >= 1,
+    got '0'", naming the flag and the value."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = None
+        if n is None or n < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}")
+        return n
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse
+
+
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options that decide how a trace is analysed, shared by analyze, diff, check and baseline."""
     p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
-    p.add_argument("--warmup", type=int, metavar="N", dest="warmup_steps",
+    p.add_argument("--warmup", type=whole_number(0), metavar="N", dest="warmup_steps",
                    help="steps set apart as warm-up (default 1)")
     p.add_argument("--device", metavar="NAME",
                    help="judge GPU work against this device spec (see `traceclass devices`)")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
+from traceclass.cli._io import ProgressBar, add_analysis_options, whole_number, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
 
@@ -27,7 +27,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--issue", action="store_true",
                    help="compact markdown for a GitHub issue body (fits 65,536 characters; details folded)")
     p.add_argument("--plot", metavar="FILE.png", help="also write a roofline chart (matplotlib)")
-    p.add_argument("--top", type=int, metavar="N", dest="top_n", help="rows in op and kernel tables (default 15)")
+    p.add_argument("--top", type=whole_number(1), metavar="N", dest="top_n",
+                   help="rows in op and kernel tables (default 15; 8 with --issue)")
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")

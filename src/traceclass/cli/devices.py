@@ -14,24 +14,17 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _rate(x: float) -> str:
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9)):
-        if x >= scale:
-            return f"{x / scale:.3g} {prefix}"
-    return f"{x:.3g} "
-
-
 def run(args: argparse.Namespace) -> int:
-    from traceclass import hardware
+    from traceclass import hardware, units
 
     if args.name:
-        spec = hardware.get(args.name)
+        spec = hardware.get(args.name, option=None)
         out = [f"{spec.name}: {spec.label} ({spec.vendor})",
-               f"  memory bandwidth: {spec.memory_bandwidth_bps / 1e9:.4g} GB/s"]
+               f"  memory bandwidth: {units.byte_rate(spec.memory_bandwidth_bps)}"]
         if spec.host_link_bps:
-            out.append(f"  host link: {spec.host_link_bps / 1e9:.4g} GB/s per direction")
+            out.append(f"  host link: {units.byte_rate(spec.host_link_bps)} per direction")
         for key, val in sorted(spec.peaks.items()):
-            out.append(f"  {key}: {_rate(val)}FLOP/s")
+            out.append(f"  {key}: {units.flop_rate(val)}")
         if spec.aliases:
             out.append(f"  aliases: {', '.join(spec.aliases)}")
         out.append("  sources:")
@@ -42,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     specs = hardware.load_specs()
     width = max(len(n) for n in specs)
     for name, spec in specs.items():
-        peaks = ", ".join(f"{k} {_rate(v)}" for k, v in sorted(spec.peaks.items(), key=lambda kv: -kv[1])[:3])
-        sys.stdout.write(f"{name:<{width}}  {spec.memory_bandwidth_bps / 1e9:7.0f} GB/s  {peaks}  ({spec.label})\n")
+        peaks = ", ".join(f"{k} {units.flop_rate(v)}" for k, v in sorted(spec.peaks.items(), key=lambda kv: -kv[1])[:3])
+        sys.stdout.write(f"{name:<{width}}  {units.byte_rate(spec.memory_bandwidth_bps):>11}  {peaks}  ({spec.label})\n")
     sys.stdout.write("\n`traceclass devices NAME` shows one device with the source of every figure.\n")
     return 0

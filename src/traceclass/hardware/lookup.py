@@ -48,10 +48,11 @@ def _fits(spec: DeviceSpec, sm_count: int | None, memory_bytes: int | None) -> b
     return True
 
 
-def get(name_or_alias: str) -> DeviceSpec:
+def get(name_or_alias: str, option: str | None = "--device") -> DeviceSpec:
     """Spec by canonical name, alias or reported name; ``cpu-generic-avx2:16`` scales a CPU entry.
 
-    Raises :class:`ConfigError` with close names when nothing (or more than one entry) fits.
+    Raises :class:`ConfigError` with close names when nothing (or more than one entry) fits;
+    ``option`` is the command-line flag the name came from (None: a positional argument).
     """
     table = _table()
     text = name_or_alias.strip()
@@ -61,7 +62,7 @@ def get(name_or_alias: str) -> DeviceSpec:
         spec = _by_key(_key(base))
         if spec is not None and spec.kind == "cpu":
             if not count.strip().isdigit() or int(count) < 1:
-                raise ConfigError(f"--device {text!r}: core count after ':' must be a positive integer")
+                raise ConfigError(f"{option or 'device'} {text!r}: core count after ':' must be a positive integer")
             return cpu_spec(spec.name, int(count))
     spec = _by_key(key) or lookup(text)
     if spec is not None:
@@ -74,7 +75,8 @@ def get(name_or_alias: str) -> DeviceSpec:
     close = difflib.get_close_matches(key, list(vocab), n=5, cutoff=0.5)
     suggestions = list(dict.fromkeys(vocab[c] for c in close)) or names
     hint = "close names" if close else "known devices"
-    raise ConfigError(f"unknown device {name_or_alias!r} for --device; {hint}: {', '.join(suggestions)}")
+    given = f"{option} {name_or_alias!r}" if option else f"unknown device {name_or_alias!r}"
+    raise ConfigError(f"{given}: {'unknown device; ' if option else ''}{hint}: {', '.join(suggestions)}")
 
 
 def _by_key(key: str) -> DeviceSpec | None:

@@ -115,15 +115,13 @@ def read_collapsed(path: str, progress: Progress = None) -> Trace:
     n_valid = len(lengths)
     candidates = n_valid + bad
     if n_valid == 0:
-        raise TraceFormatError(
-            path, "no line has the collapsed-stack form 'frame;frame;...;frame COUNT': not a profile"
-        )
+        from traceclass.ingest.source import unrecognized
+
+        raise unrecognized(path)
     if n_valid < MIN_VALID_SHARE * candidates:
-        raise TraceFormatError(
-            path,
-            f"only {n_valid} of {candidates} lines have the collapsed-stack form "
-            "'frame;frame;...;frame COUNT': not a collapsed-stack profile",
-        )
+        from traceclass.ingest.source import unrecognized
+
+        raise unrecognized(path, f"only {n_valid} of {candidates} lines have the collapsed-stack form")
     del lines
 
     trie = TrieBuilder()

@@ -7,11 +7,13 @@ CLI can print one line and exit 2.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Callable, Optional
 
 from traceclass.errors import TraceFormatError
+from traceclass.model.names import cut
 
 Progress = Optional[Callable[[str, int, int], None]]  # (phase, done, total)
 
@@ -74,6 +76,44 @@ def read_head(path: str | os.PathLike[str], n: int = 1 << 16) -> bytes:
         raise TraceFormatError(p, "permission denied") from None
     except OSError as exc:
         raise TraceFormatError(p, f"cannot read ({exc.strerror or exc})") from None
+
+
+#: what traceclass reads, for errors that must tell a user what to give it instead
+ACCEPTED = ("torch.profiler/Kineto JSON (.json, .json.gz), Nsight Systems exports (.sqlite; .nsys-rep with "
+            "nsys on PATH) and py-spy profiles (speedscope JSON, collapsed stacks 'frame;...;frame COUNT', "
+            "chrometrace)")
+
+_PYTHON = re.compile(rb"^(#!.*python|import \w|from [\w.]+ import |def \w+\(|class \w+)", re.M)
+_MARKDOWN = re.compile(rb"^(#{1,6} \S|[-*] \S|```)", re.M)
+
+
+def describe_content(path: str | os.PathLike[str]) -> str:
+    """What the file looks like, in a few words, for an "unrecognized input" error:
+    ``gzip-compressed Python source``, ``text starting 'Hello world.'``, ``binary data``."""
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        head = read_head(path, 4096)
+    except (OSError, TraceFormatError):
+        return "unreadable content"
+    pre = "gzip-compressed " if gz else ""
+    if not head.strip():
+        return pre + ("an empty file" if not head else "only whitespace")
+    if b"\x00" in head:
+        return pre + "binary data"
+    if _PYTHON.search(head):
+        return pre + "Python source"
+    if _MARKDOWN.search(head):
+        return pre + "Markdown text"
+    first = next((ln for ln in head.splitlines() if ln.strip()), b"").decode("utf-8", "replace").strip()
+    first = cut(first, 40)
+    return pre + f"text starting {first!r}"
+
+
+def unrecognized(path: str | os.PathLike[str], detail: str = "") -> TraceFormatError:
+    """The error for a file of no supported format: what it looks like and what we accept."""
+    seen = describe_content(path) + (f"; {detail}" if detail else "")
+    return TraceFormatError(path, f"not a recognized trace ({seen}); traceclass reads {ACCEPTED}")
 
 
 def read_bytes(
