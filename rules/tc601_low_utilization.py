@@ -80,7 +80,7 @@ from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
-                summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
+                summary="windows of a step where the GPU is busy < 50%, explained by the launch/sync rules",
                 needs=("gpu",))
 
 NO_WORK = "no-gpu-work"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from traceclass.cli._io import ProgressBar, add_analysis_options, whole_number, write_atomic
@@ -93,7 +92,13 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.plot, roofline_png(report))
     if args.output:
         write_atomic(args.output, out)
+        sys.stderr.write(f"traceclass: wrote {args.output}\n" + next_steps(report, args))
+    elif fmt == "md" and sys.stdout.isatty():
+        from traceclass.render.terminal import render as render_terminal
+
+        sys.stdout.write(render_terminal(report, cfg.analysis.top_n, issue=args.issue) + "\n" + next_steps(report, args))
     else:
+        # files and pipes get the markdown unchanged
         sys.stdout.write(out)
         sys.stdout.flush()
     if args.fail_on:
@@ -102,6 +107,27 @@ def run(args: argparse.Namespace) -> int:
         if any(f.severity in order[: worst + 1] for f in report.findings):
             return 1
     return 0
+
+
+def next_steps(report, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
+    """Two or three commands worth trying next, for a person reading the output."""
+    trace = _quote(args.trace)
+    steps = []
+    if not args.issue:
+        steps.append((f"traceclass analyze {trace} --issue -o issue.md", "the short form, to paste into a GitHub issue"))
+    real = [f for f in report.findings if f.severity != "info"]
+    if real:
+        steps.append((f"traceclass explain {real[0].code}", f"what {real[0].code} {real[0].name} measures and how to fix it"))
+    if not args.plot and any(o.flops is not None and o.bound in ("compute-bound", "memory-bound") for o in report.ops):
+        steps.append((f"traceclass analyze {trace} --plot roofline.png", "the roofline chart"))
+    steps.append((f"traceclass diff {trace} AFTER.json.gz", "after a fix: what changed, beyond noise"))
+    return "Next:\n" + "".join(f"  {cmd}    # {why}\n" for cmd, why in steps[:3])
+
+
+def _quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)
 
 
 def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
@@ -114,4 +140,4 @@ def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-unt
     return render_md(report, cfg.analysis.top_n)
 
 
-__all__ = ["register", "run", "render_trace", "load_and_report", "config_from_args", "os"]
+__all__ = ["register", "run", "render_trace", "load_and_report", "config_from_args", "next_steps"]

@@ -33,7 +33,8 @@ def catalogue(fmt: str = "text") -> str:
         lines += [f"| {r.info.code} | `{r.info.name}` | {r.info.family} | {r.info.summary} |" for r in rules]
         return README_HEAD + "\n".join(lines) + "\n"
     width = max((len(r.info.name) for r in rules), default=10)
-    return "".join(f"{r.info.code}  {r.info.name:<{width}}  {r.info.family:<12} {r.info.summary}\n" for r in rules)
+    fam = max((len(r.info.family) for r in rules), default=6)
+    return "".join(f"{r.info.code}  {r.info.name:<{width}}  {r.info.family:<{fam}}  {r.info.summary}\n" for r in rules)
 
 
 def run(args: argparse.Namespace) -> int:
