@@ -87,9 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
         out = render_md(report, cfg.analysis.top_n)
     if args.plot:
-        from traceclass.render.plot import roofline_png
+        from traceclass.render.plot import roofline_png, why_no_plot
 
-        write_atomic(args.plot, roofline_png(report))
+        png = roofline_png(report)
+        if png is None:
+            sys.stderr.write(f"traceclass: no plot written to {args.plot}: {why_no_plot(report)}\n")
+        else:
+            write_atomic(args.plot, png)
     if args.output:
         write_atomic(args.output, out)
         sys.stderr.write(f"traceclass: wrote {args.output}\n" + next_steps(report, args))
