@@ -54,6 +54,13 @@ def test_output_file_json_by_extension_and_plot(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     assert d["source"]["file"] == SAMPLE.name and d["devices"][0]["kernels"] == 14
+    # the MI250 sample's GPU reports itself as "AMD Radeon Graphics": no roof, so no plot, and why
+    assert not png.exists()
+    assert "no plot written" in r.stderr and "'AMD Radeon Graphics'" not in r.stderr
+    assert "(AMD Radeon Graphics) is not in the hardware table" in r.stderr
+    cpu = ROOT / "sample_traces" / "torch_cpu_transformer_block.json.gz"
+    r = tc("analyze", str(cpu), "-o", str(tmp_path / "cpu.md"), "--plot", str(png))
+    assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left behind
 

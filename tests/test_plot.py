@@ -39,7 +39,7 @@ def test_modeled_ops_only_at_twice_the_resolution():
                for o in pts)
     assert [o.total_ns for o in pts] == sorted((o.total_ns for o in pts), reverse=True)
     assert any(o.bound == "unclassified" for o in report.ops)  # present in the report, absent from the plot
-    assert _png_size(plot.roofline_png(report)) == (2000, 1100)
+    assert _png_size(plot.roofline_png(report)) == (2000, 1200)
 
 
 def test_no_modeled_op_writes_no_plot_and_says_why(tmp_path, capsys):

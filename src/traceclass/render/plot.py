@@ -5,7 +5,7 @@
 * points numbered by time (1 = most time) and listed in a key beside the plot, so labels never
   overlap; point area ∝ share of the plotted time, with a size legend;
 * only ops with a cost model: ``unclassified`` and name-heuristic labels have no coordinates;
-* 2x resolution (2000 x 1100 px).
+* 2x resolution (2000 x 1200 px).
 
 matplotlib is imported here only, with the non-interactive Agg backend, so analyses never plot.
 :func:`roofline_png` returns None when nothing can be plotted, with the reason in
@@ -43,6 +43,10 @@ def why_no_plot(report: Report) -> str:
         return ""
     if not report.ops:
         return "the trace has no op groups to place on a roofline"
+    unknown = [h for h in report.hardware if h.device >= 0 and not h.spec]
+    if unknown and any(o.flops for o in report.ops):
+        return (f"the device ({clean(unknown[0].reported_name) or 'unnamed'}) is not in the hardware table, so ops "
+                "have no roof to be placed against; pass --device NAME (`traceclass devices` lists them)")
     if any("without shapes" in n for n in report.notes):
         return ("no op has a cost model: the trace was recorded without shapes "
                 "(record_shapes=False), so FLOPs and bytes are unknown")
@@ -86,37 +90,39 @@ def roofline_png(report: Report, max_points: int = MAX_POINTS) -> bytes | None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    fig = plt.figure(figsize=(10, 5.5), dpi=200)
-    ax = fig.add_axes((0.07, 0.1, 0.55, 0.8))
-    key = fig.add_axes((0.64, 0.1, 0.35, 0.8))
+    fig = plt.figure(figsize=(10, 6), dpi=200)
+    ax = fig.add_axes((0.09, 0.27, 0.53, 0.66))
+    key = fig.add_axes((0.645, 0.04, 0.35, 0.89))
     key.axis("off")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte, ideal traffic)")
-    ax.set_ylabel("achieved TFLOP/s")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    tera = 1e12
+    hw = [h for h in report.hardware if h.spec and h.memory_bandwidth_per_s and
+          (h.device >= 0 or report.ops_time_basis == "cpu")]
+    # TFLOP/s for GPUs; GFLOP/s when nothing (roofs included) reaches 1 TFLOP/s (a CPU core)
+    highest = max([o.achieved_flops_per_s or 0 for o in pts] + [max(h.peaks_flops_per_s.values(), default=0) for h in hw])
+    tera, unit_name = (1e12, "TFLOP/s") if highest >= 1e12 else (1e9, "GFLOP/s")
+    ax.set_ylabel(f"achieved {unit_name}")
     xs = [o.intensity or 1.0 for o in pts]
     ys = [(o.achieved_flops_per_s or 0) / tera for o in pts]
     lo, hi = min(min(xs) / 4, 0.1), max(max(xs) * 4, 1000.0)
-    hw = [h for h in report.hardware if h.spec and h.memory_bandwidth_per_s and
-          (h.device >= 0 or report.ops_time_basis == "cpu")]
     top = max(ys)
+    roof_lines = []
     if hw:
         h = hw[0]
         bw = h.memory_bandwidth_per_s or 0.0
-        ax.plot([lo, hi], [lo * bw / tera, hi * bw / tera], ls=":", lw=1, color="black")
-        ax.text(lo * 1.3, lo * 1.3 * bw / tera * 1.25, f"memory {units.byte_rate(bw)}", fontsize=7, rotation=0)
+        roof_lines += ax.plot([lo, hi], [lo * bw / tera, hi * bw / tera], ls=":", lw=1, color="black",
+                              label=f"memory roof {units.byte_rate(bw)}")
         for prec, unit in sorted({(o.precision, o.unit) for o in pts if o.precision and o.unit}):
             peak = h.peaks_flops_per_s.get(f"{unit}_{prec}")
             if not peak:
                 continue
             ridge = peak / bw
-            ax.plot([ridge, hi], [peak / tera, peak / tera], lw=1.5)
-            ax.plot([lo, ridge], [lo * bw / tera, peak / tera], lw=0.5, color="black", alpha=0.3)
-            ax.text(hi / 1.2, peak / tera * 1.08, f"{prec} {unit} roof {units.flop_rate(peak)}", fontsize=7,
-                    ha="right", va="bottom")
+            # roofs are named in the legend, so their labels never sit on a point
+            roof_lines += ax.plot([ridge, hi], [peak / tera, peak / tera], lw=1.5,
+                                  label=f"{prec} {unit} roof {units.flop_rate(peak)}")
             top = max(top, peak / tera)
         roofs = f"{h.spec}"
     else:
@@ -142,7 +148,8 @@ def roofline_png(report: Report, max_points: int = MAX_POINTS) -> bytes | None:
                if any(o.bound == b for o in pts)]
     handles += [ax.scatter([], [], s=_area(p), color="white", edgecolors="black", label=f"{units.pct(p, 0)} of time")
                 for p in _SIZES]
-    ax.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9, labelspacing=1.3, borderpad=0.9)
+    fig.legend(handles=roof_lines + handles, fontsize=7, loc="lower left", bbox_to_anchor=(0.09, 0.01),
+               ncol=3, frameon=False, labelspacing=1.2, columnspacing=2.0)
     # the key: number, op, shapes, share, % of roof
     lines = []
     for n, o in enumerate(pts, 1):
