@@ -331,7 +331,7 @@ def test_strip_wrapper(tmp_path):
         "Thread._bootstrap:1002;helper:12": 20,   # other threads untouched
     }
     assert int(out.samples.count.sum()) == 56  # 12 samples in prof.start()'s import and 2 in main left out
-    assert ("traceclass record: 14 samples, 0.14 s of its wrapper's own work (importing torch, starting and "
+    assert ("traceclass record: 14 samples, 140 ms of its wrapper's own work (importing torch, starting and "
             "stopping torch.profiler, writing files) left out as tool overhead") in out.notes
     assert any(n.startswith("traceclass record --torch: the wrapper imports torch") for n in out.notes)
     # nothing in the program's frames names the wrapper any more, so no rule can blame it

@@ -238,7 +238,8 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True,
             "",
             table(["time", "source", "evidence", "window", "count", "bytes", "ops / kernels"], ev_rows, "rllrrrl"),
             "",
-            "Window: from the trace start; source: the user function's `def` line.",
+            "Window: from the trace start" + ("; source: the user function's `def` line."
+                                              if any(e.source for e in f.evidence[:rows]) else "."),
         ]
         key = names.key(f"Full names in the {f.code} evidence ({f.fingerprint})")
         if key:
