@@ -64,7 +64,7 @@ def render_issue(report: Report, limit: int = GITHUB_BODY_LIMIT, top_n: int | No
         blocks.append(("GPU timeline", _fold("GPU timeline", _body(md._timeline(report)))))
     if report.kernels:
         blocks.append(("top kernels", _fold(f"Top {min(top, len(report.kernels))} GPU kernels",
-                                            _body(md._kernels(report, top)))))
+                                            _body(md._kernels(report, top, signatures=False)))))
     if report.cpu_profile is not None:
         cpu = md._cpu(report, top)
         if cpu:

@@ -419,11 +419,13 @@ def _timeline(r: Report) -> str:
     return "\n".join(out)
 
 
-def _kernels(r: Report, top_n: int) -> str:
+def _kernels(r: Report, top_n: int, signatures: bool = True) -> str:
+    """``signatures``: list the demangled signature of each shortened kernel (the short form lists
+    the kernel's name only)."""
     names = Names("k")
     ops = Names("o")
     rows = [
-        [names.short(k.name, 30, k.full_name), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns),
+        [names.short(k.name, 30, k.full_name if signatures else ""), units.pct(k.share_pct), k.bound or "—", units.duration(k.total_ns),
          f"{k.count:,}", k.family, ops.short(k.ops[0], 22) if k.ops else "—"]
         for k in r.kernels[:top_n]
     ]
