@@ -20,7 +20,7 @@ from traceclass.report.model import Report
 from traceclass.rule import Finding
 
 EVIDENCE_ROWS = 5
-NAME_WIDTH = 40  # characters of a kernel/op name shown in a table cell (full name listed below)
+NAME_WIDTH = 34  # characters of a kernel/op name shown in a table cell (full name listed below)
 SHAPES_WIDTH = 32
 
 _CODE_SPAN = re.compile(r"(`+).*?\1")
@@ -40,14 +40,14 @@ def _cell(c: str) -> str:
     return "".join(out)
 
 
-_LONG_TOKEN = re.compile(r"[^\s`]{30,}")
+_LONG_TOKEN = re.compile(r"[^\s`]{24,}")
 
 
 def breakable(prose: str) -> str:
     """Escaped prose whose long tokens (a 120-character kernel name inside a sentence) may wrap at
     their separators: ``<wbr>`` marks a break opportunity and adds no character, so the text stays
     whole (detail sections never cut) yet the table cell does not widen the page."""
-    return _LONG_TOKEN.sub(lambda m: re.sub(r"(_|::|,|\.|/)(?=[^\s])", r"\1<wbr>", m.group(0)), prose)
+    return _LONG_TOKEN.sub(lambda m: re.sub(r"(_|::|,|/)(?=[^\s])", r"\1<wbr>", m.group(0)), prose)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
@@ -227,12 +227,13 @@ def finding_details(f: Finding, rows: int = EVIDENCE_ROWS, heading: bool = True,
             shown = tuple(dict.fromkeys(e.ops + e.kernels))[:3]
             ev_rows.append((
                 units.duration(e.duration_ns) if e.duration_ns is not None else "—",
-                code(e.source, None) if e.source else "—",
+                # a path wraps at its slashes (a code span would not): the column stays narrow
+                breakable(text(e.source, None)) if e.source else "—",
                 breakable(text(e.what, None)),
                 when,
                 str(e.count) if e.count is not None else "—",
                 units.size(e.bytes) if e.bytes is not None else "—",
-                ", ".join(names.short(n, 36) for n in shown) or "—",
+                ", ".join(names.short(n, 30) for n in shown) or "—",
             ))
         lines += [
             "",
@@ -324,8 +325,7 @@ def _ops(r: Report, top_n: int, detail: bool = True) -> str:
         achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
         if o.flops is not None or o.bytes is not None or len(shapes) > SHAPES_WIDTH:
             detail_rows.append([op, units.flops(o.flops), units.size(o.bytes), units.ratio(o.intensity),
-                                units.ratio(o.ridge), achieved if o.flops is not None else "—",
-                                code(shapes, None) if shapes else "—"])
+                                achieved if o.flops is not None else "—", code(shapes, None) if shapes else "—"])
     denom = "device busy time (union over streams)" if r.ops_time_basis == "gpu" else "total op time on host threads"
     lat = r.thresholds.get("latency_floor_us" if r.ops_time_basis == "gpu" else "cpu_latency_floor_us")
     out = [
@@ -338,10 +338,10 @@ def _ops(r: Report, top_n: int, detail: bool = True) -> str:
         "", table(headers, rows, "lllrrrrl"),
     ]
     if detail and detail_rows:
-        out += ["", "<details><summary>Roofline inputs per op (FLOP and bytes per call, intensity, ridge, "
+        out += ["", "<details><summary>Roofline inputs per op (FLOP and bytes per call, intensity, "
                 "achieved, full shapes)</summary>", "",
-                table(["op", "FLOP/call", "bytes/call", "FLOP/byte", "ridge", "achieved", "shapes"], detail_rows,
-                      "lrrrrrl"), "", "</details>"]
+                table(["op", "FLOP/call", "bytes/call", "FLOP/byte", "achieved", "shapes"], detail_rows,
+                      "lrrrrl"), "", "</details>"]
     key = names.key("Full op names")
     if key:
         out += ["", key]
@@ -474,7 +474,9 @@ def _hardware(r: Report) -> str:
         ])
         if ordered:
             peaks.append(f"- {who} peaks: " + ", ".join(
-                ("**" if k in used else "") + f"{k} {units.flop_rate(v)}" + (" (used)**" if k in used else "")
+                ("**" if k in used else "") + f"{k} {units.flop_rate(v)}"
+                + (f" (ridge {units.ratio(v / h.memory_bandwidth_per_s)} FLOP/B)" if h.memory_bandwidth_per_s else "")
+                + (" (used)**" if k in used else "")
                 for k, v in ordered[:6]))
         notes += [f"- {code(h.spec or h.reported_name, None, table=False)}: {text(n, None)}" for n in h.notes]
     out = ["## Hardware", "",
