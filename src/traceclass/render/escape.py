@@ -54,3 +54,11 @@ def text(value: str, limit: int | None = 200) -> str:
     # a zero-width joiner after "@" stops GitHub from linking or notifying a user or team
     s = s.replace("@", "@\u200d")
     return s
+
+
+def html_text(value: str, limit: int | None = None) -> str:
+    """Untrusted text inside an HTML element where GitHub renders no markdown (``<summary>``):
+    HTML-escaped, @mentions defused, no markdown backslashes (they would show)."""
+    s = clean(value, limit)
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("@", "@\u200d")

@@ -4,14 +4,16 @@ Open: header, verdict with the lead line of each opportunity, what the recording
 the findings table and the memory peaks. Folded (``<details>``), one block each: the evidence of
 the largest findings (2 rows each; informational findings stay in the table), stages, top
 operators and kernels (``--top`` rows, 8 by default), GPU timeline, hardware, notes. The full
-report keeps everything else (how each recoverable time was estimated, roofline inputs, definitions). Every ``<summary>`` names its rule, site and time, so no two read alike. Blocks that do not
-fit are left out and a closing line says which.
+report keeps everything else (how each recoverable time was estimated, roofline inputs,
+definitions). Every ``<summary>`` names its rule, site and time, so no two read alike; GitHub
+renders no markdown there, so it is HTML-escaped only. Blocks that do not fit are left out and a
+closing line says which.
 """
 
 from __future__ import annotations
 
 from traceclass.render import markdown as md
-from traceclass.render.escape import text
+from traceclass.render.escape import html_text, text
 from traceclass.report.model import Report
 
 GITHUB_BODY_LIMIT = 65_536
@@ -31,8 +33,8 @@ def _summaries(report: Report) -> list[str]:
     fingerprint where two would still read alike."""
     out = []
     for f in report.findings:
-        what = text(f.title or f.message, 90)
-        out.append(f"{f.code} {text(f.name, None)}: {what} · {md.recoverable(f)}")
+        what = html_text(f.title or f.message, 90)
+        out.append(f"{f.code} {html_text(f.name)}: {what} · {md.recoverable(f)}")
     seen: dict[str, int] = {}
     for s in out:
         seen[s] = seen.get(s, 0) + 1

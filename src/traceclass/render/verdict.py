@@ -156,7 +156,7 @@ def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        where = f" at {name(op.where)}" if op.where else ""
+        where = f" at {name(op.where)}" if op.where and op.where not in op.title else ""
         also = f"; overlaps {', '.join(op.overlaps)}" if op.overlaps else ""
         lines.append(f"**{text}**{where}: up to {units.duration(op.recoverable_ns)} ({prose(op.source)}{also})")
     return lines
