@@ -111,11 +111,6 @@ def signed_pct(x: float | None, digits: int = 0) -> str:
     return f"{x:+.{digits}f}%"
 
 
-def seconds(s: float | None) -> str:
-    """A duration given in seconds (wall-clock of a run)."""
-    return duration(None if s is None else s * 1e9)
-
-
 def fraction(x: float | None) -> str:
     """A bare ratio or multiplier: ``1.71×``."""
     if not _finite(x):
