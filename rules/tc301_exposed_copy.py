@@ -124,7 +124,7 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
               "peak_gb_s": round(peak / 1e9, 3) if peak else None, "peak_basis": basis,
               "timeline_exposed_copy_ns": timeline.exposed_copy_ns if timeline else None}
     return Finding(
-        code=RULE.code, name=RULE.name, title=f"Overlap {label} copies from {worst.values['site']} with compute", severity=ctx.severity(union), message=msg,
+        code=RULE.code, name=RULE.name, title=f"Overlap {label} copies from {copies.title_site(worst.values['site'])} with compute", severity=ctx.severity(union), message=msg,
         recoverable_ns=union,
         estimate="exposed wall time of these copies (copy time overlapped by no kernel on the device, union "
                  "over streams), copies launched in the steady-state steps; an upper bound: overlapping or "

@@ -131,7 +131,7 @@ def _finding(ctx: Context, dev: int, tag: str, c: int, r: np.ndarray, pinned: np
               "bytes": int(nb.sum()), "achieved_gb_s": round(achieved / 1e9, 3) if achieved else None,
               "reference_gb_s": round(ref / 1e9, 3) if ref else None, "analysed_ns": ctx.analysed_ns}
     return Finding(
-        code=RULE.code, name=RULE.name, title=f"Pin the host memory of {label} copies from {site}", severity=ctx.severity(recoverable), message=msg,
+        code=RULE.code, name=RULE.name, title=f"Pin the host memory of {label} copies from {copies.title_site(site)}", severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable, estimate=estimate + ". Severity: share of the analysed time.",
         fix=_FIX, location=f"pageable {label} copies from {site}{tag}", evidence=evidence, values=values)
 
@@ -148,7 +148,7 @@ def _unknown_finding(ctx: Context, dev: int, tag: str, r: np.ndarray) -> Finding
            f"{duration_text(dur)}) whose host memory kind the trace does not record ({why}): pageable or pinned "
            f"cannot be told")
     return Finding(
-        code=RULE.code, name=RULE.name, title=f"Check the host memory kind of copies from {evidence[0].values['site']}", severity="info", message=msg, recoverable_ns=0,
+        code=RULE.code, name=RULE.name, title=f"Check the host memory kind of copies from {copies.title_site(evidence[0].values['site'])}", severity="info", message=msg, recoverable_ns=0,
         estimate="not estimated: whether these copies were staged through pageable memory is unknown",
         fix="Check that the host tensors copied to or from the GPU are pinned (tensor.is_pinned()); if not, "
             "pin them (pin_memory=True) and copy with non_blocking=True.",

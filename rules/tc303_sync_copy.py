@@ -118,7 +118,7 @@ def _finding(ctx: Context, dev: int, tag: str, m: int, calls, row, blocked, bubb
     msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "
            f"the GPU idled {duration_text(int(bubble.sum()))} right after {'it' if one else 'them'}; worst site {site}")
     return Finding(
-        code=RULE.code, name=RULE.name, title=f"Make the copies from {site} asynchronous", severity=ctx.severity(recoverable), message=msg,
+        code=RULE.code, name=RULE.name, title=f"Make the copies from {copies.title_site(site)} asynchronous", severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable,
         estimate="per copy, the smaller of the host time blocked in the copy/sync calls (what a host-bound "
                  "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed "

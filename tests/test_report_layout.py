@@ -7,6 +7,7 @@ and the cells are measured as rendered text.
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ markdown_it = pytest.importorskip("markdown_it")
 from traceclass.config import load_config  # noqa: E402
 from traceclass.engine import run  # noqa: E402
 from traceclass.ingest import load  # noqa: E402
+from traceclass import units  # noqa: E402
 from traceclass.render import issue, markdown  # noqa: E402
 from traceclass.render.escape import shorten, text  # noqa: E402
 
@@ -85,6 +87,34 @@ def test_tables_fit_githubs_column(sample):
         assert need <= COLUMN_PX, f"{header}: needs {need} px"
         widest = max(len("".join(t for t, _ in c)) for r in rows for c in r)
         assert widest <= 320, header
+
+
+def _lead_lines(md: str) -> list[str]:
+    return [re.sub(r"[`*\\]", "", html.unescape(line)) for line in md.splitlines() if re.match(r"\d+\. \*\*", line)]
+
+
+def test_a_lead_line_per_opportunity(sample):
+    report, md, _issue = sample
+    lines = _lead_lines(md)
+    assert len(lines) == len(report.opportunities) > 0
+    for line, op in zip(lines, report.opportunities):
+        assert len(line) <= 125, line  # what to change, where, how much: one line
+        assert units.duration(op.recoverable_ns) in line and op.source in line
+
+
+@pytest.mark.parametrize("name", ["a100_train_rank0_of16.json.gz", "h100_timesformer_inference.json.gz",
+                                  "mi300x_resnet_act_checkpoint_train.json.gz"])
+def test_lead_lines_of_corpus_traces(name):
+    path = CORPUS / name
+    if not path.exists():
+        pytest.skip("corpus not present")
+    report = _report(path)
+    lines = _lead_lines(markdown.render(report))
+    assert lines and all(len(line) <= 125 for line in lines), lines
+    # where the trace has stacks, the lead line names the file:line
+    for line, op in zip(lines, report.opportunities):
+        if op.where:  # the file and line, whole or as its last two path parts
+            assert "/".join(op.where.split("/")[-2:]) in line
 
 
 def test_conclusion_columns_come_first(sample):

@@ -217,3 +217,9 @@ def idle_after(trace: Trace, rows: np.ndarray) -> np.ndarray:
         ok = (i >= 0) & (i + 1 < len(bs))
         out[sel[ok]] = bs[i[ok] + 1] - be[i[ok]]
     return out
+
+
+def title_site(site: str) -> str:
+    """A copy site in a few words for a finding's title: the outermost op of its chain
+    ("aten::to > aten::copy_ at x.py:12" -> "aten::to"); the lead line adds the file:line."""
+    return site.split(" > ")[0].split(" at ")[0]

@@ -146,17 +146,33 @@ def key_numbers(report: Report) -> list[str]:
     return out
 
 
+#: a lead line's length in characters as read (markup aside): one line on a 980 px page
+LEAD_LINE = 120
+
+
 def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
     """One lead line per opportunity: what to change, where (file:line when known), how much;
-    names as code, everything else as escaped prose. The evidence is the finding's own section."""
+    names as code, everything else as escaped prose. The evidence is the finding's own section,
+    so a line over :data:`LEAD_LINE` characters is shortened there: the path to its last two
+    parts, then the title at a word boundary."""
+    from traceclass.model.names import cut
+
     lines = []
     for op in report.opportunities:
-        text = prose(op.title)
+        where = op.where if op.where and op.where not in op.title else ""
+        also = f"; overlaps {', '.join(op.overlaps)}" if op.overlaps else ""
+        tail = f": up to {units.duration(op.recoverable_ns)} ({op.source}{also})"
+        title = op.title
+        if len(title) + len(where) + 4 + len(tail) > LEAD_LINE and where.count("/") > 1:
+            where = "…/" + "/".join(where.split("/")[-2:])
+        room = LEAD_LINE - len(tail) - (len(where) + 4 if where else 0)
+        if len(title) > room:
+            title = cut(title, max(room, 30))
+        text = prose(title)
         for n in sorted(op.names, key=len, reverse=True):
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        where = f" at {name(op.where)}" if op.where and op.where not in op.title else ""
-        also = f"; overlaps {', '.join(op.overlaps)}" if op.overlaps else ""
-        lines.append(f"**{text}**{where}: up to {units.duration(op.recoverable_ns)} ({prose(op.source)}{also})")
+        at = f" at {name(where)}" if where else ""
+        lines.append(f"**{text}**{at}{prose(tail)}")
     return lines
