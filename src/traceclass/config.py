@@ -134,7 +134,11 @@ def load_config(
     config_file: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    table: Mapping[str, Any] | None = None,
 ) -> Config:
+    """Defaults, then ``[tool.traceclass]`` of ``cwd``'s pyproject.toml, then ``config_file``,
+    then ``table`` (the same keys as a config file, given as a dict: the Python API's
+    ``config=``), then ``overrides`` (command-line options)."""
     rules = default_thresholds()
     analysis: dict[str, Any] = {}
     check = dict(DEFAULT_CHECK)
@@ -162,6 +166,8 @@ def load_config(
             raise ConfigError(f"{p}: invalid TOML ({exc})") from None
         tool = data.get("tool", {}).get("traceclass", data) if "tool" in data else data
         tables.append((str(p), tool))
+    if table is not None:
+        tables.append(("config=", table))
     for where, table in tables:
         sources.append(where)
         for key, value in table.items():
