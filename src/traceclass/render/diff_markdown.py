@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from traceclass import units
 from traceclass.render.escape import clean, code
+from traceclass.report.enums import NoiseBasis
 
 Segment = tuple[str, str]  # ("text", plain words we wrote) or ("name", untrusted name)
 
@@ -81,7 +82,7 @@ def delta_pct_text(d: Mapping[str, Any]) -> str:
 def test_text(d: Mapping[str, Any]) -> str:
     n = d["noise"]
     if not n["noise_known"]:
-        if n["reason"] == "single sample: noise unknown":
+        if n["basis"] == NoiseBasis.SINGLE_SAMPLE:
             return f"noise unknown ({n['n_baseline']} vs {n['n_candidate']} samples)"
         return n["reason"]  # "one value per run: noise unknown", "not measured in both runs"
     if n["test"] == "none":
