@@ -43,25 +43,11 @@ from typing import Callable
 
 import numpy as np
 
-from traceclass.analysis.cpu_kinds import (
-    IDLE_EVIDENCE_SAMPLES,
-    UNVERIFIED,
-    SampleKinds,
-    _thread_names,
-    sample_kinds,
-    usable_source,
-)
-from traceclass.analysis.cpu_types import (
-    COMPUTE_BASIS,
-    NO_FRAMES,
-    NO_FRAMES_LABEL,
-    CpuProfile,
-    FrameStat,
-    KindShare,
-    ThreadProfile,
-    _thread_label,
-)
-from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, default_kind, label, source_known
+from traceclass.analysis.cpu_kinds import IDLE_EVIDENCE_SAMPLES, UNVERIFIED, _thread_names, sample_kinds
+from traceclass.analysis.cpu_kinds import usable_source as usable_source  # re-exported for cpu_sites
+from traceclass.analysis.cpu_types import NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare, ThreadProfile
+from traceclass.analysis.cpu_types import _thread_label
+from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
 from traceclass.model import StackNodes, Trace
 
 KEEP_FRAMES = 50
@@ -421,5 +407,5 @@ def _notes(trace: Trace, unit: str, from_intervals: bool, includes_idle: bool | 
     return tuple(out)
 
 
-__all__ = ["COMPUTE_BASIS", "NO_FRAMES", "NO_FRAMES_LABEL", "CpuProfile", "FrameStat", "KindShare", "SampleKinds",
-           "ThreadProfile", "profile_samples", "sample_kinds", "usable_source"]
+# profile_samples is this module's; the rest are re-exported for cpu_sites and older imports
+__all__ = ["CpuProfile", "profile_samples", "sample_kinds", "usable_source"]

@@ -21,6 +21,13 @@ COMPUTE_BASIS = {
 }
 
 
+def frame_location(file: str, line: int | None) -> str:
+    """``file:line``, the file alone when the line is unknown, "" when the file is."""
+    if not file:
+        return ""
+    return f"{file}:{line}" if line is not None else file
+
+
 @dataclasses.dataclass(frozen=True)
 class FrameStat:
     """One frame (function, file, line) with its self and total time."""
@@ -39,9 +46,7 @@ class FrameStat:
 
     @property
     def location(self) -> str:
-        if not self.file:
-            return ""
-        return f"{self.file}:{self.line}" if self.line is not None else self.file
+        return frame_location(self.file, self.line)
 
 
 @dataclasses.dataclass(frozen=True)
