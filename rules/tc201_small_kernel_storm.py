@@ -84,7 +84,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import labels
+from traceclass.analysis import short_runs
+from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
@@ -102,7 +104,7 @@ HOST_FIX = ("Replace the Python loop of tiny ops by one vectorised op on a large
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
-    st = gg.steps(trace, ctx.analysis)
+    st = ctx.facts.steps
     if (trace.gpu.kind != GpuKind.SYNC).any():
         storms = _gpu_storms(ctx, th, st)
     else:
@@ -117,15 +119,15 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             yield f
 
 
-def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[dict[str, Any]]:
     trace = ctx.trace
     gpu, api, ops = trace.gpu, trace.api, trace.ops
-    step_of = gg.gpu_steps(trace, st)
+    step_of = ctx.facts.gpu_step
     floor = int(th["kernel_gap_floor_us"] * 1000)
     out = []
-    for dev in gg.active_devices(trace):
-        gaps = gg.device_gaps(trace, dev)
-        for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
+    for dev in ctx.facts.active_devices:
+        gaps = ctx.facts.gaps(dev)
+        for run in short_runs.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
                                int(th["min_kernels_count"]), step_of):
             if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
                 continue
@@ -139,18 +141,18 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
                 step=int(step_of[rows[0]]), items=gpu.name[rows],
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
                 recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
-                ops=gg.name_counts(trace, op_codes),
-                source=gg.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
+                ops=labels.name_counts(trace, op_codes),
+                source=labels.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
             ))
     return out
 
 
-def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+def _host_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[dict[str, Any]]:
     trace = ctx.trace
     ops = trace.ops
     floor = int(th["host_op_floor_us"] * 1000)
     out = []
-    for run in gg.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
+    for run in short_runs.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
                             int(th["min_kernels_count"]), st):
         rows = run.rows
         stage = _stage(ctx, ops.pid[rows], ops.tid[rows], ops.start_ns[rows])
@@ -158,19 +160,19 @@ def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict
             stage=stage, device=-1, run=run,
             step=int(st.at(ops.start_ns[rows[:1]])[0]), items=ops.name[rows], kernels=0, memsets=0,
             recoverable=max(run.window_ns - len(rows) * floor, 0),
-            ops=gg.name_counts(trace, ops.name[rows]),
-            source=gg.common_source(trace, ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
+            ops=labels.name_counts(trace, ops.name[rows]),
+            source=labels.common_source(trace, ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
         ))
     return out
 
 
 def _stage(ctx: Context, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> str:
-    rows = gg.stage_rows(ctx.trace, pid, tid, t)
-    named = gg.name_counts(ctx.trace, ctx.trace.annotations.name[rows[rows >= 0]])
-    return gg.short_label(named[0][0]) if named else ""
+    rows = labels.stage_rows(ctx.trace, pid, tid, t)
+    named = labels.name_counts(ctx.trace, ctx.trace.annotations.name[rows[rows >= 0]])
+    return labels.short_label(named[0][0]) if named else ""
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag: str,
+def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, tag: str,
              group: list[dict[str, Any]]) -> Finding | None:
     trace = ctx.trace
     for s in group:
@@ -181,7 +183,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     host = group[0]["device"] < 0
     lo, hi = int(th["min_sequence_kernels_count"]), int(th["max_sequence_kernels_count"])
     for s in group:
-        s["sequences"] = [([trace.strings[c] for c in gram], n) for gram, n in gg.top_sequences(s["items"], lo, hi)]
+        s["sequences"] = [([trace.strings[c] for c in gram], n) for gram, n in short_runs.top_sequences(s["items"], lo, hi)]
     window = sum(s["run"].window_ns for s in steady)
     busy = sum(s["run"].busy_ns for s in steady)
     items = sum(len(s["run"].rows) for s in steady)
@@ -189,7 +191,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     n_steps = max(ctx.analysed.steps_count, 1)
     # storms back to back, a distinct separator between two, so no n-gram spans a boundary
     joined = np.concatenate([np.r_[s["items"], -2 - k] for k, s in enumerate(steady)])
-    seq = gg.top_sequences(joined, lo, hi)
+    seq = short_runs.top_sequences(joined, lo, hi)
     seq_names = [([trace.strings[c] for c in gram], n) for gram, n in seq]
     ops: dict[str, int] = {}
     for s in steady:
@@ -201,24 +203,24 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     # the site: the user stage around the launches, else the ops that launched most of the storm
     site = f"in {where}" if where else (
         "launched by " + ", ".join(n for n, _ in ops_sorted[:2]) if ops_sorted else
-        "of " + ", ".join(n for n, _ in gg.name_counts(trace, joined[joined >= 0])[:2]))
+        "of " + ", ".join(n for n, _ in labels.name_counts(trace, joined[joined >= 0])[:2]))
     location = f"{'host ops' if host else 'GPU kernels'} {site}{tag}"
     if host:
         message = (f"host-side op storm: {plural(items, 'top-level op')} shorter than {limit_us:g} us (threshold) back "
-                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {gg.us(window)}: ops take "
-                   f"{gg.pct(busy, window)} % of it, the host between them {gg.pct(window - busy, window)} %; "
+                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {labels.us(window)}: ops take "
+                   f"{labels.pct(busy, window)} % of it, the host between them {labels.pct(window - busy, window)} %; "
                    f"dispatch overhead, no GPU in this trace{candidate}")
     else:
         memsets = sum(s["memsets"] for s in steady)
         what = f"kernels ({memsets} of them memsets)" if memsets else "kernels"
         message = (f"{items:,} {what} shorter than {limit_us:g} us (threshold) in {plural(len(steady), 'storm')} on GPU "
-                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {gg.pct(busy, window)} % of their "
-                   f"{gg.us(window)} (threshold < {th['max_busy_pct']:g} %), {gg.us(window - busy)} launch-bound"
+                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {labels.pct(busy, window)} % of their "
+                   f"{labels.us(window)} (threshold < {th['max_busy_pct']:g} %), {labels.us(window - busy)} launch-bound"
                    f"{candidate}")
     floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
+                f"minus {floor_text}; severity against the {labels.us(ctx.analysed_ns)} analysed (steady step time)"
                 + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
@@ -226,13 +228,13 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         run = s["run"]
         label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
         evidence.append(Evidence(
-            what=(f"{len(run.rows)} ops, {gg.pct(run.busy_ns, run.window_ns)} % in ops, {gg.us(run.idle_ns)} between them"
-                  if host else f"{len(run.rows)} kernels, GPU busy {gg.pct(run.busy_ns, run.window_ns)} %, "
-                  f"{gg.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
+            what=(f"{len(run.rows)} ops, {labels.pct(run.busy_ns, run.window_ns)} % in ops, {labels.us(run.idle_ns)} between them"
+                  if host else f"{len(run.rows)} kernels, GPU busy {labels.pct(run.busy_ns, run.window_ns)} %, "
+                  f"{labels.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
             start_ns=run.start_ns, end_ns=run.end_ns, duration_ns=run.window_ns, count=len(run.rows),
-            ops=gg.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
+            ops=labels.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
             source=s["source"],
-            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": gg.pct(run.busy_ns, run.window_ns),
+            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": labels.pct(run.busy_ns, run.window_ns),
                     "idle_ns": run.idle_ns, "recoverable_ns": s["recoverable"], "kernels_count": s["kernels"],
                     "memsets_count": s["memsets"], "ops_count": len(run.rows) if host else None,
                     "step": st.names[s["step"]] if s["step"] >= 0 else None,
@@ -244,7 +246,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
-                "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
+                "window_ns": window, "busy_ns": busy, "busy_pct": labels.pct(busy, window), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
                 "threshold_us": limit_us, "op_counts": dict(ops_sorted[:20]),

@@ -122,7 +122,7 @@ FIXES = {
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     kinds = np.array([PRIORITY[k] for k in KINDS])

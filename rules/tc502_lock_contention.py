@@ -84,7 +84,7 @@ FIX_GIL = ("GIL contention: CPU-bound Python threads take turns on the interpret
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     rows = np.flatnonzero((cs.kind == PRIORITY["lock"]) & ~cs.handoff)

@@ -86,7 +86,7 @@ FIXES = {
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     for sel, value, run, share in cpus.critical_sites(cs, KINDS, th["min_wait_pct"], th["min_time_ms"],

@@ -94,7 +94,7 @@ _FAMILY = {"json": "json", "simplejson": "json", "ujson": "json", "orjson": "jso
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     for sel, value, run, share in cpus.critical_sites(cs, ("serialization",), th["min_share_pct"],

@@ -71,7 +71,7 @@ FIX = ("Import heavy packages inside the functions that need them (or importlib.
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     crit_rows = np.flatnonzero(cs.critical)

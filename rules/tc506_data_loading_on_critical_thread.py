@@ -76,7 +76,7 @@ FIX_WAIT = ("The input pipeline does not keep up: more DataLoader num_workers (u
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    cs = cpus.cpu_sites(ctx.trace, ctx.analysis.cpu)
+    cs = ctx.facts.cpu_sites
     if cs is None:
         return
     for sel, value, run, share in cpus.critical_sites(cs, ("data",), th["min_share_pct"], th["min_time_ms"],

@@ -10,7 +10,7 @@ import traceback
 from types import MappingProxyType
 from typing import Sequence
 
-from traceclass.analysis import Analysis, analyze
+from traceclass.facts import Facts as Analysis, analyze
 from traceclass.config import Config, load_config
 from traceclass.model import Trace
 from traceclass.registry import selected

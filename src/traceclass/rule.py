@@ -37,8 +37,8 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from traceclass.analysis import Analysis
-from traceclass.analysis.analysed import AnalysedTime, analysed_time, gpu_in_analysed
+from traceclass.facts import Facts
+from traceclass.facts.analysed import AnalysedTime
 from traceclass.model import Trace
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -95,18 +95,23 @@ class Finding:
 
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """What a rule may read: the trace and the shared analyses (computed once)."""
+    """What a rule may read: the trace and its facts (:class:`traceclass.facts.Facts`, each
+    computed once and shared by every rule and the report)."""
 
     trace: Trace
-    analysis: Analysis
+    analysis: Facts  # the historical name; ``facts`` is the same object
+
+    @property
+    def facts(self) -> Facts:
+        return self.analysis
 
     def name(self, code: int) -> str:
         return self.trace.strings[code]
 
-    @functools.cached_property
+    @property
     def analysed(self) -> AnalysedTime:
         """The steady-state step windows (the whole trace without steps); see ``analysed_ns``."""
-        return analysed_time(self.analysis)
+        return self.analysis.analysed
 
     @property
     def analysed_ns(self) -> int:
@@ -120,10 +125,10 @@ class Context:
         return severity_for(recoverable_ns, self.analysed_ns, high_min_ns=HIGH_MIN_NS, medium_min_ns=MEDIUM_MIN_NS,
                             zero="info")
 
-    @functools.cached_property
+    @property
     def gpu_analysed(self) -> np.ndarray:
         """Mask over ``trace.gpu``: work launched inside the analysed windows (all work without steps)."""
-        return gpu_in_analysed(self.trace, self.analysed)
+        return self.analysis.gpu_analysed
 
 
 class Thresholds(Protocol):

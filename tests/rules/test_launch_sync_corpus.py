@@ -144,7 +144,7 @@ def test_cpu_trace_tiny_op_loop():
 
 def test_gpu_gaps_agree_with_the_device_timeline():
     """Gap lengths add up to the timeline's idle time (different code paths, same definition)."""
-    from traceclass.analysis import gpu_gaps as gg
+    from traceclass.facts import gaps as gg
 
     for rel in ("torch/gpu/a100_nccl_collectives.json.gz", "nsys/SamuelAmsih_CUDA__report14.sqlite"):
         ctx = _context(rel)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-import weakref
 from typing import Any
 
 import numpy as np
@@ -152,7 +151,7 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class CpuSites:
-    trace_ref: Any  # weakref to the Trace: the shared cache must not keep a trace alive
+    trace: Trace
     profile: CpuProfile
     unit: str  # the profile's unit: "ns", "samples"
     ns_per: int | None  # ns per value unit (None: time unknown)
@@ -171,13 +170,6 @@ class CpuSites:
     group: np.ndarray  # group index per row
     critical: np.ndarray  # bool per row: the row's thread is its process's critical thread
     groups: tuple[Group, ...]
-
-    @property
-    def trace(self) -> Trace:
-        t = self.trace_ref()
-        if t is None:  # pragma: no cover - callers hold the trace while they use this
-            raise ReferenceError("the trace of this CpuSites is gone")
-        return t
 
     # ---- time and labels
     def ns(self, value: int | float) -> int | None:
@@ -238,23 +230,12 @@ def _duration(ns: float) -> str:
 
 # --------------------------------------------------------------------------- building
 
-#: id(trace) -> (id(profile), CpuSites): the rules of one run share one build; an entry goes
-#: when its trace is collected (CpuSites holds the trace weakly)
-_CACHE: dict[int, tuple[int, "CpuSites"]] = {}
-
-
 def cpu_sites(trace: Trace, profile: CpuProfile | None) -> CpuSites | None:
-    """The per-row view, or None when the trace has no samples or values that are not time."""
+    """The per-row view, or None when the trace has no samples or values that are not time.
+    Built once per trace as the fact ``Facts.cpu_sites``."""
     if profile is None or len(trace.samples) == 0 or profile.unit == "units" or profile.total_value <= 0:
         return None
-    hit = _CACHE.get(id(trace))
-    if hit is not None and hit[0] == id(profile) and hit[1].trace_ref() is trace:
-        return hit[1]
-    out = _build(trace, profile)
-    if id(trace) not in _CACHE:
-        weakref.finalize(trace, _CACHE.pop, id(trace), None)
-    _CACHE[id(trace)] = (id(profile), out)
-    return out
+    return _build(trace, profile)
 
 
 def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
@@ -419,7 +400,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         basis = "self time of timed frames (wall clock between recorded samples, not CPU time)"
 
     return CpuSites(
-        trace_ref=weakref.ref(trace), profile=prof, unit=prof.unit, ns_per=ns_per, time_basis=basis,
+        trace=trace, profile=prof, unit=prof.unit, ns_per=ns_per, time_basis=basis,
         counts_known=not prof.from_intervals, includes_idle=prof.includes_idle,
         value=value, count=count, kind=kind, leaf=leaf, node=node, user=user, library=~is_user, leaf_waits=leaf_waits,
         handoff=handoff, group=group, critical=critical_g[group], groups=groups,
