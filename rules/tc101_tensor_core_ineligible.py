@@ -50,11 +50,11 @@ import numpy as np
 from traceclass.analysis import tensor_cores as tc
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family="compute",
+RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family=Family.COMPUTE,
                 summary="fp32 or misaligned matmuls/convolutions that miss the GPU's tensor cores",
-                needs=("gpu", "shapes"))
+                needs=(Need.GPU, Need.SHAPES))
 
 MAX_EVIDENCE = 50
 _REASON = {tc.FP32: "fp32 matmuls/convolutions off the tensor cores",

@@ -89,11 +89,11 @@ from traceclass.analysis import short_runs
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC201", name="small-kernel-storm", family="launch",
+RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH,
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
-                needs=("gpu", "ops"))
+                needs=((Need.GPU, Need.OPS),), gpu_idle=True)
 
 FIX = ("Capture the storm in a CUDA graph (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse the "
        "listed kernel sequences (torch.compile, a Triton kernel, fused/foreach optimizers), or give each kernel more "

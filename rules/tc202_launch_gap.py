@@ -90,11 +90,11 @@ from traceclass.analysis import labels
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC202", name="launch-gap", family="launch",
+RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
                 summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True)
 
 FIXES = {
     "launch-overhead": "Let the host run ahead: CUDA graphs / torch.compile(mode='reduce-overhead'), fewer and larger "

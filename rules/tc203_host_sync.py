@@ -78,11 +78,11 @@ from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC203", name="host-sync", family="sync",
+RULE = RuleInfo(code="TC203", name="host-sync", family=Family.SYNC,
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True)
 
 FIX = ("Keep values on the GPU: no .item()/.cpu()/print(tensor)/if tensor: per iteration (read once every N steps); "
        "non_blocking=True copies into pinned memory with an event where the value is needed; stream/event "

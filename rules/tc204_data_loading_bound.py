@@ -64,9 +64,9 @@ from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, RuleInfo, plural
 
-RULE = RuleInfo(code="TC204", name="data-loading-bound", family="data",
+RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
                 summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time")
 
 MAX_EVIDENCE = 50

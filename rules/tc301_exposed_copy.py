@@ -50,11 +50,11 @@ import numpy as np
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC301", name="exposed-copy", family="copy",
+RULE = RuleInfo(code="TC301", name="exposed-copy", family=Family.COPY,
                 summary="copies overlapped by no kernel: exposed time, bytes, bandwidth vs link/memory peak",
-                needs=("gpu",))
+                needs=(Need.GPU,))
 
 MAX_EVIDENCE = 50
 _FIX = {

@@ -42,11 +42,11 @@ from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import ApiKind, CopyKind, MemKind, Vendor
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC302", name="pageable-copy", family="copy",
+RULE = RuleInfo(code="TC302", name="pageable-copy", family=Family.COPY,
                 summary="host<->device copies through pageable host memory (staged, never asynchronous)",
-                needs=("gpu",))
+                needs=(Need.GPU,))
 
 MAX_EVIDENCE = 50
 # Without a host-link figure, pinned copies of the same trace give the reference rate, but only

@@ -48,11 +48,11 @@ from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC303", name="sync-copy", family="copy",
+RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True)
 
 MAX_EVIDENCE = 50
 SYNC_API, WAITED = 0, 1

@@ -54,11 +54,11 @@ from typing import Any, Iterable, Mapping
 from traceclass.analysis.layout_sites import KERNELS, MISMATCH, TRANSPOSE, LayoutSite, layout_sites
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC401", name="implicit-transpose", family="layout",
+RULE = RuleInfo(code="TC401", name="implicit-transpose", family=Family.LAYOUT,
                 summary="copies that only reorder memory (permute+copy, NCHW<->NHWC) and layout-conversion kernels",
-                needs=("shapes",))
+                needs=((Need.GPU, Need.SHAPES),))
 
 MAX_EVIDENCE = 50
 _KIND = {TRANSPOSE: "transposing copies", MISMATCH: "memory-format mismatches", KERNELS: "layout-conversion kernels"}

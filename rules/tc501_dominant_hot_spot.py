@@ -86,11 +86,11 @@ import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY, label
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family="cpu",
+RULE = RuleInfo(code="TC501", name="dominant-hot-spot", family=Family.CPU,
                 summary="one source line holds a large share of a thread's on-CPU time (sampled profiles)",
-                needs=("samples",))
+                needs=(Need.SAMPLES,))
 
 KINDS = ("python", "native", "alloc", "gc", "other", "unverified")
 GIL_KINDS = ("python", "gc")

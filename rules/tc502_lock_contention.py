@@ -70,11 +70,11 @@ import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC502", name="lock-contention", family="cpu",
+RULE = RuleInfo(code="TC502", name="lock-contention", family=Family.CPU,
                 summary="threads blocked acquiring a lock (or the GIL) that another thread holds (sampled profiles)",
-                needs=("samples",))
+                needs=(Need.SAMPLES,))
 
 FIX = ("Hold the lock briefly: copy what is needed inside the critical section and do I/O or compute outside "
        "it; split a coarse lock into finer ones, or hand work over through queue.Queue / per-thread buffers "

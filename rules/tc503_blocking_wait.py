@@ -66,11 +66,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC503", name="blocking-wait", family="cpu",
+RULE = RuleInfo(code="TC503", name="blocking-wait", family=Family.CPU,
                 summary="the critical thread sleeps or waits on file/socket I/O (sampled profiles)",
-                needs=("samples",))
+                needs=(Need.SAMPLES,))
 
 KINDS = ("sleep", "io")
 VERB = {"sleep": "sleeps", "io": "waits on file or socket I/O"}

@@ -63,11 +63,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC504", name="serialization-on-critical-thread", family="cpu",
+RULE = RuleInfo(code="TC504", name="serialization-on-critical-thread", family=Family.CPU,
                 summary="the critical thread encodes/decodes JSON, pickle, YAML or checkpoints (sampled profiles)",
-                needs=("samples",))
+                needs=(Need.SAMPLES,))
 
 #: files of serialization modules (the frame_kinds stack rule's list)
 LIBRARY = re.compile(

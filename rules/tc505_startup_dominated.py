@@ -59,10 +59,10 @@ import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC505", name="startup-dominated", family="cpu",
-                summary="imports take a large share of a short run (sampled profiles)", needs=("samples",))
+RULE = RuleInfo(code="TC505", name="startup-dominated", family=Family.CPU,
+                summary="imports take a large share of a short run (sampled profiles)", needs=(Need.SAMPLES,))
 
 FIX = ("Import heavy packages inside the functions that need them (or importlib.util.LazyLoader), keep them out of "
        "entry points and worker processes that do not use them, keep .pyc caches writable or precompile them "

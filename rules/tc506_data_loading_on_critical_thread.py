@@ -61,11 +61,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
 
-RULE = RuleInfo(code="TC506", name="data-loading-on-critical-thread", family="cpu",
+RULE = RuleInfo(code="TC506", name="data-loading-on-critical-thread", family=Family.CPU,
                 summary="the critical thread decodes, transforms or waits for its input data (sampled profiles)",
-                needs=("samples",))
+                needs=(Need.SAMPLES,))
 
 FIX_WORK = ("Decode and augment in worker processes: DataLoader num_workers > 0 with persistent_workers=True and "
             "pin_memory=True; pre-tokenize or pre-decode offline; faster decoders (torchvision.io.decode_jpeg on the "

@@ -80,11 +80,11 @@ from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
+RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True)
 
 NO_WORK = "no-gpu-work"
 

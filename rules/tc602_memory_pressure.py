@@ -50,11 +50,11 @@ import numpy as np
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.memory import DEVICE_TYPE_LABEL, MemoryPeak, allocator_calls, memory_peaks
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC602", name="memory-pressure", family="memory",
+RULE = RuleInfo(code="TC602", name="memory-pressure", family=Family.MEMORY,
                 summary="peak GPU memory (allocated/reserved) near the device's capacity; host peak as info",
-                needs=("memory",))
+                needs=(Need.MEMORY,))
 
 FIX = ("Hold less memory: activation checkpointing (torch.utils.checkpoint), mixed precision (torch.autocast bf16/fp16), "
        "smaller micro-batches with gradient accumulation, FSDP/ZeRO sharding; against fragmentation (reserved far above "

@@ -54,11 +54,11 @@ from traceclass import timeline as tl
 from traceclass.analysis import comm
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
 
-RULE = RuleInfo(code="TC701", name="exposed-communication", family="communication",
+RULE = RuleInfo(code="TC701", name="exposed-communication", family=Family.COMMUNICATION,
                 summary="collective communication not overlapped by compute: exposed share of step time, overlap %",
-                needs=("gpu",))
+                needs=(Need.GPU,))
 
 MAX_EVIDENCE = 50
 FIX = ("Overlap communication with compute: no sync between backward() and the optimizer so DDP all-reduces buckets "

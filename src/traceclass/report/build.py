@@ -12,6 +12,7 @@ from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
 from traceclass.facts import Facts
 from traceclass.model import Trace
+from traceclass.registry import all_rules
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
@@ -33,7 +34,10 @@ def build_report(
     findings: Sequence[Finding] = (),
     config: Config | None = None,
     rule_errors: Sequence[str] = (),
+    skipped: Sequence[str] = (),
 ) -> Report:
+    """The report of ``findings`` over ``analysis``; ``skipped``: the engine's notes on rules that
+    did not run because the trace lacks what they need."""
     series = analysis.step_series
     ops_rows = tuple(dataclasses.replace(r, step_ns=series.per_group[k]) for k, r in enumerate(_op_rows(analysis)))
     t0 = _t0(trace)
@@ -53,7 +57,7 @@ def build_report(
         findings=findings,
         opportunities=_opportunities(findings, ops_rows),
         cpu_profile=analysis.cpu,
-        notes=_notes(trace, analysis),
+        notes=_notes(trace, analysis) + tuple(skipped),
         thresholds={
             "warmup_steps": analysis.config.warmup_steps,
             "latency_floor_us": analysis.config.latency_floor_us,
@@ -282,18 +286,16 @@ def _op_rows(analysis: Facts) -> tuple[OpRow, ...]:
     return tuple(out)
 
 
-#: rules that measure the same GPU idle time from different angles (launch overhead, syncs,
-#: storms, low-utilisation windows): only the largest enters the opportunities list
-_IDLE_FAMILY = ("TC201", "TC202", "TC203", "TC303", "TC601")
-
-
 def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
     """Largest recoverable times, overlaps removed: idle-time rules count once, and roofline
     gaps (time above an op's lower bound) come in as their own items."""
+    # rules that measure the same GPU idle time from different angles (``RuleInfo.gpu_idle``:
+    # launch overhead, syncs, storms, low-utilisation windows): only the largest enters the list
+    idle_codes = {r.info.code for r in all_rules() if r.info.gpu_idle}
     real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
-    idle = [f for f in real if f.code in _IDLE_FAMILY]
+    idle = [f for f in real if f.code in idle_codes]
     out = [Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
-           for f in real if f.code not in _IDLE_FAMILY]
+           for f in real if f.code not in idle_codes]
     if idle:
         top = max(idle, key=lambda f: f.recoverable_ns)
         others = sorted({f.code for f in idle} - {top.code})
