@@ -1,81 +1,51 @@
 """Small-kernel storm: many tiny kernels in a row, with the GPU idle more than busy between them.
 
 What it finds
--------------
-Runs of consecutive kernels and memsets on one device (time order across streams) that each
-run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, launched in one step,
-with no idle stretch longer than ``max_gap_us`` between consecutive starts, in which the GPU
-is busy less than ``max_busy_pct`` of the run's window (busy = union of all work on the
-device, copies and long kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
-graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
-launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
-and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
-``max_sequence_kernels_count`` kernels) as fusion candidates. Storms are grouped per device and
-user stage (innermost ``record_function``/NVTX range around the launches).
+    Runs of consecutive kernels and memsets on one device (time order across streams) that each
+    run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, launched in one step,
+    with no idle stretch longer than ``max_gap_us`` between consecutive starts, in which the GPU
+    is busy less than ``max_busy_pct`` of the run's window (busy = union of all work on the
+    device, copies and long kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
+    graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
+    launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
+    and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
+    ``max_sequence_kernels_count`` kernels) as fusion candidates. Storms are grouped per device and
+    user stage (innermost ``record_function``/NVTX range around the launches).
 
-CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
-thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
-*host-side op storm*, where per-op dispatch and the Python between ops are the whole cost
-(there is no busy-share condition: an op shorter than the dispatch cost is dispatch).
+    CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
+    thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
+    *host-side op storm*, where per-op dispatch and the Python between ops are the whole cost
+    (there is no busy-share condition: an op shorter than the dispatch cost is dispatch).
 
 Why it matters
---------------
-Each eager kernel launch costs the host ~5-20 us (Python, dispatcher, ``cudaLaunchKernel``).
-When kernels run shorter than that, the GPU waits for the host after every kernel: the step
-is launch-bound, and a faster GPU would not make it faster (XProf: "86 % of step is kernel
-launch, ops too small"; peers.md). On the host the same pattern is pure interpreter and
-dispatcher overhead.
+    Each eager kernel launch costs the host ~5-20 us (Python, dispatcher, ``cudaLaunchKernel``).
+    When kernels run shorter than that, the GPU waits for the host after every kernel: the step
+    is launch-bound, and a faster GPU would not make it faster (XProf: "86 % of step is kernel
+    launch, ops too small"; peers.md). On the host the same pattern is pure interpreter and
+    dispatcher overhead.
 
 How to fix
-----------
-Capture the storm in a CUDA graph (``torch.cuda.graphs``, ``torch.compile(mode=
-"reduce-overhead")``), fuse the element-wise chain (``torch.compile``, a Triton kernel, fused
-or ``foreach`` optimizers), or give each kernel more work (larger batch, vectorise a Python
-loop over tensors into one op). The kernel sequences listed are the first fusion candidates.
+    Capture the storm in a CUDA graph (``torch.cuda.graphs``, ``torch.compile(mode=
+    "reduce-overhead")``), fuse the element-wise chain (``torch.compile``, a Triton kernel, fused
+    or ``foreach`` optimizers), or give each kernel more work (larger batch, vectorise a Python
+    loop over tensors into one op). The kernel sequences listed are the first fusion candidates.
 
 Example
--------
-Corpus h100_qwen1.5-0.5b_inference: each decode step starts by building the attention mask and
-the rotary tables in eager Python: 12 kernels of 1.5-4 us (``aten::arange``, ``eq``, ``all``,
-``bmm``, ``cat``, ``cos``, ``sin``, ``mul``, ``copy_``) over 624 us with the GPU 4.7 % busy:
-571 us recoverable by precomputing the tables or compiling the preamble. On CPU,
-sample_traces/torch_cpu_tiny_ops_loop.json.gz (``acc = acc * 0.9 + v`` over 16-element
-tensors, 100 times per step) is a host-side op storm of ``aten::mul``/``aten::add`` pairs; one
-``torch.stack`` and a weighted sum do the same work in three ops.
+    Corpus h100_qwen1.5-0.5b_inference: each decode step starts by building the attention mask and
+    the rotary tables in eager Python: 12 kernels of 1.5-4 us (``aten::arange``, ``eq``, ``all``,
+    ``bmm``, ``cat``, ``cos``, ``sin``, ``mul``, ``copy_``) over 624 us with the GPU 4.7 % busy:
+    571 us recoverable by precomputing the tables or compiling the preamble. On CPU,
+    sample_traces/torch_cpu_tiny_ops_loop.json.gz (``acc = acc * 0.9 + v`` over 16-element
+    tensors, 100 times per step) is a host-side op storm of ``aten::mul``/``aten::add`` pairs; one
+    ``torch.stack`` and a weighted sum do the same work in three ops.
 
 Thresholds
-----------
-* ``max_kernel_us`` = 10: TraceLens' short-kernel threshold (``short_kernels_summary``), about
-  the host cost of one eager launch.
-* ``max_busy_pct`` = 50: the GPU idles more than it works in the window; the utilisation
-  limit of ``nsys analyze gpu_time_util`` and of torch-tb-profiler's "GPU utilization" advice.
-* ``min_kernels_count`` = 8: long enough for a fusion candidate of 3-4 kernels (HTA's
-  ``min_pattern_len`` is 3) to occur twice; short enough for the per-layer element-wise tails
-  of eager decoders, 6-8 short kernels between two GEMMs (corpus b200_eager: runs of 8 at
-  7-8 % busy, 36 per step).
-* ``max_gap_us`` = 1000: idle between consecutive kernels of a storm is per-launch host cost,
-  up to ~0.4 ms per launch under the profiler in the corpus (p99 gap 0.39 ms in b200_eager,
-  0.29 ms in h100_qwen); a longer stretch is a host phase of its own (a sync, data loading),
-  which TC202 attributes, so it ends the run.
-* ``kernel_gap_floor_us`` = 2: the GPU-side gap that remains between kernels that were already
-  queued (graph replay, or a host running ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100,
-  A100, H100 and B200 in the corpus. Recoverable time keeps this much of every gap.
-* ``max_host_op_us`` = 10: CPU traces; PyTorch eager dispatch costs ~1-10 us per op
-  (``cpu_latency_floor_us``), so a shorter op is mostly dispatch.
-* ``max_host_gap_us`` = 10: CPU traces; between the ops of a Python loop of tiny ops the host
-  runs one or two statements: gaps p99 4.8 us in the tiny-op sample, 9.9 us in corpus
-  mixed_stack. A longer gap is Python work of its own (the per-sample Python of
-  sample_traces/torch_cpu_dataloader: p75 0.39 ms), not per-op overhead, so it ends the run.
-* ``host_op_floor_us`` = 1: the cheapest eager op in the tiny-op sample (``aten::add`` of 16
-  floats) takes 1.35 us; recoverable host time keeps 1 us per op of the storm.
-* ``min_sequence_kernels_count`` = 3, ``max_sequence_kernels_count`` = 8: n-gram lengths of the
-  fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a layer's element-wise tail
-  (norm, residual add, activation, casts) without listing whole layers.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC201``).
 
-Severity: recoverable time against the analysed time, the wall time of the steady-state steps
-(the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
-steps, or launched outside any step, are counted apart and recover nothing. Location: the user
-stage around the storms (else the ops that launched most of them), never the device index.
+    Severity: recoverable time against the analysed time, the wall time of the steady-state steps
+    (the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
+    steps, or launched outside any step, are counted apart and recover nothing. Location: the user
+    stage around the storms (else the ops that launched most of them), never the device index.
 """
 
 from __future__ import annotations
@@ -89,11 +59,53 @@ from traceclass.analysis import short_runs
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH,
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
-                needs=((Need.GPU, Need.OPS),), gpu_idle=True)
+                needs=((Need.GPU, Need.OPS),), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_kernel_us', 10.0, 'us',
+                              "TraceLens' short-kernel threshold (``short_kernels_summary``), about the host cost of "
+                              'one eager launch.'),
+                    Threshold('max_busy_pct', 50.0, '%',
+                              'the GPU idles more than it works in the window; the utilisation limit of ``nsys analyze '
+                              'gpu_time_util`` and of torch-tb-profiler\'s "GPU utilization" advice.'),
+                    Threshold('min_kernels_count', 8, 'count',
+                              "long enough for a fusion candidate of 3-4 kernels (HTA's ``min_pattern_len`` is 3) to "
+                              'occur twice; short enough for the per-layer element-wise tails of eager decoders, 6-8 '
+                              'short kernels between two GEMMs (corpus b200_eager: runs of 8 at 7-8 % busy, 36 per '
+                              'step).'),
+                    Threshold('max_gap_us', 1000.0, 'us',
+                              'idle between consecutive kernels of a storm is per-launch host cost, up to ~0.4 ms per '
+                              'launch under the profiler in the corpus (p99 gap 0.39 ms in b200_eager, 0.29 ms in '
+                              'h100_qwen); a longer stretch is a host phase of its own (a sync, data loading), which '
+                              'TC202 attributes, so it ends the run.'),
+                    Threshold('kernel_gap_floor_us', 2.0, 'us',
+                              'the GPU-side gap that remains between kernels that were already queued (graph replay, or '
+                              'a host running ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100, A100, H100 and B200 in '
+                              'the corpus. Recoverable time keeps this much of every gap.'),
+                    Threshold('max_host_op_us', 10.0, 'us',
+                              'CPU traces; PyTorch eager dispatch costs ~1-10 us per op (``cpu_latency_floor_us``), so '
+                              'a shorter op is mostly dispatch.'),
+                    Threshold('max_host_gap_us', 10.0, 'us',
+                              'CPU traces; between the ops of a Python loop of tiny ops the host runs one or two '
+                              'statements: gaps p99 4.8 us in the tiny-op sample, 9.9 us in corpus mixed_stack. A '
+                              'longer gap is Python work of its own (the per-sample Python of '
+                              'sample_traces/torch_cpu_dataloader: p75 0.39 ms), not per-op overhead, so it ends the '
+                              'run.'),
+                    Threshold('host_op_floor_us', 1.0, 'us',
+                              'the cheapest eager op in the tiny-op sample (``aten::add`` of 16 floats) takes 1.35 us; '
+                              'recoverable host time keeps 1 us per op of the storm.'),
+                    Threshold('min_sequence_kernels_count', 3, 'count',
+                              "n-gram lengths of the fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a "
+                              "layer's element-wise tail (norm, residual add, activation, casts) without listing whole "
+                              'layers.'),
+                    Threshold('max_sequence_kernels_count', 8, 'count',
+                              "n-gram lengths of the fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a "
+                              "layer's element-wise tail (norm, residual add, activation, casts) without listing whole "
+                              'layers.'),
+                ))
 
 FIX = ("Capture the storm in a CUDA graph (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse the "
        "listed kernel sequences (torch.compile, a Triton kernel, fused/foreach optimizers), or give each kernel more "

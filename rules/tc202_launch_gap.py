@@ -1,80 +1,70 @@
 """Launch gap: the GPU idles between consecutive work while the host launches, waits or loads data.
 
 What it finds
--------------
-Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
-streams (a gap on one stream that another stream's work covers is no gap), each attributed to
-what the thread that launched the work ending the gap did in the *host window*: from the
-moment the GPU went idle to the start of that launch call. In this order:
+    Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
+    streams (a gap on one stream that another stream's work covers is no gap), each attributed to
+    what the thread that launched the work ending the gap did in the *host window*: from the
+    moment the GPU went idle to the start of that launch call. In this order:
 
-* ``data-loading``: a DataLoader range or a user range named like data (``stage:data``,
-  ``## load_batch ##``, ``wait_for_batch``) covers at least ``min_host_share_pct`` of the
-  host window;
-* ``host-sync``: the GPU went idle while the thread was blocked in a sync (a synchronize call,
-  ``aten::item``/``_local_scalar_dense``, a blocking or pageable copy): the wait drained the
-  GPU queue and the host could not run ahead (the gaps TC203 charges to its sync sites); or the
-  launch call of the next work blocks by itself (``cudaMemcpy`` from pageable memory) and takes
-  most of the gap;
-* ``launch-overhead``: the thread ran ops, Python or runtime calls for at least
-  ``min_host_share_pct`` of the host window, or the launch call itself takes most of the gap:
-  the host is too slow to feed the GPU;
-* ``unknown``: no launch was recorded for the next work (queued before the profiler started, a
-  page migration), most of the gap lies after the launch call returned (the GPU had the work
-  and waited on something else: a cross-stream event, another process), or the thread shows no
-  recorded activity (nsys without NVTX: only CUDA calls are visible).
+    * ``data-loading``: a DataLoader range or a user range named like data (``stage:data``,
+      ``## load_batch ##``, ``wait_for_batch``) covers at least ``min_host_share_pct`` of the
+      host window;
+    * ``host-sync``: the GPU went idle while the thread was blocked in a sync (a synchronize call,
+      ``aten::item``/``_local_scalar_dense``, a blocking or pageable copy): the wait drained the
+      GPU queue and the host could not run ahead (the gaps TC203 charges to its sync sites); or the
+      launch call of the next work blocks by itself (``cudaMemcpy`` from pageable memory) and takes
+      most of the gap;
+    * ``launch-overhead``: the thread ran ops, Python or runtime calls for at least
+      ``min_host_share_pct`` of the host window, or the launch call itself takes most of the gap:
+      the host is too slow to feed the GPU;
+    * ``unknown``: no launch was recorded for the next work (queued before the profiler started, a
+      page migration), most of the gap lies after the launch call returned (the GPU had the work
+      and waited on something else: a cross-stream event, another process), or the thread shows no
+      recorded activity (nsys without NVTX: only CUDA calls are visible).
 
-The part of the gap after the launch call returned, the launch call itself and the host window
-are compared first; the largest decides between GPU-side wait, launch call and host window.
+    The part of the gap after the launch call returned, the launch call itself and the host window
+    are compared first; the largest decides between GPU-side wait, launch call and host window.
 
-One finding per device and cause, with totals per step (a gap belongs to the step in which the
-work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
-apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
-removes launch gaps by design).
+    One finding per device and cause, with totals per step (a gap belongs to the step in which the
+    work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
+    apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
+    removes launch gaps by design).
 
-How it differs from the peers: HTA's idle-time breakdown works per stream, rounds to whole
-microseconds, and only says *host_wait* (the launch came after the previous kernel ended),
-*kernel_wait* (gap < ``consecutive_kernel_delay`` = 30 us) or *other*; it does not say what
-the host was doing. ``nsys analyze gpu_gaps`` reports gaps of 500 ms and more per process and
-device: useless for launch gaps of tens of microseconds, and it attributes nothing. Here gaps
-are exact to the ns across streams, HTA's 30 us is the reporting limit, and each gap carries
-the host activity that explains it.
+    How it differs from the peers: HTA's idle-time breakdown works per stream, rounds to whole
+    microseconds, and only says *host_wait* (the launch came after the previous kernel ended),
+    *kernel_wait* (gap < ``consecutive_kernel_delay`` = 30 us) or *other*; it does not say what
+    the host was doing. ``nsys analyze gpu_gaps`` reports gaps of 500 ms and more per process and
+    device: useless for launch gaps of tens of microseconds, and it attributes nothing. Here gaps
+    are exact to the ns across streams, HTA's 30 us is the reporting limit, and each gap carries
+    the host activity that explains it.
 
 Why it matters
---------------
-Every gap is GPU time the step pays for and nothing uses. Which fix helps depends on the
-cause: a faster GPU helps none of them.
+    Every gap is GPU time the step pays for and nothing uses. Which fix helps depends on the
+    cause: a faster GPU helps none of them.
 
 How to fix
-----------
-launch-overhead: CUDA graphs / ``torch.compile(mode="reduce-overhead")``, fewer and larger
-ops, move Python work out of the step. host-sync: see TC203 (remove ``.item()``/``.cpu()``/
-``print(tensor)`` from the step, ``non_blocking=True`` copies into pinned memory, sync once per
-step). data-loading: more DataLoader workers, ``pin_memory=True``, prefetching, move
-decode/augmentation off the training thread.
+    launch-overhead: CUDA graphs / ``torch.compile(mode="reduce-overhead")``, fewer and larger
+    ops, move Python work out of the step. host-sync: see TC203 (remove ``.item()``/``.cpu()``/
+    ``print(tensor)`` from the step, ``non_blocking=True`` copies into pinned memory, sync once per
+    step). data-loading: more DataLoader workers, ``pin_memory=True``, prefetching, move
+    decode/augmentation off the training thread.
 
 Example
--------
-Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
--> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
-the copy ends, while the host waits, and stays idle 100 us until the next kernel: ``host-sync``.
-The 48 us before ``aten::sum``'s kernel, with the host running ops 75 % of the time before the
-launch, is ``launch-overhead``.
+    Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
+    -> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
+    the copy ends, while the host waits, and stays idle 100 us until the next kernel: ``host-sync``.
+    The 48 us before ``aten::sum``'s kernel, with the host running ops 75 % of the time before the
+    launch, is ``launch-overhead``.
 
 Thresholds
-----------
-* ``min_gap_us`` = 30: HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of
-  back-to-back launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms
-  would miss every gap this rule is about.
-* ``min_host_share_pct`` = 50: data loading or host activity must fill at least half of the
-  host window to be named its cause (the majority of the time); a sync needs no share, because
-  once it drained the queue everything the host does after it is exposed.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC202``).
 
-Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
-between already-queued kernels) against the analysed time, the wall time of the steady-state
-steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
-are reported with their time but claim nothing (``info``): without a cause there is no fix to
-credit. Location: the cause and where most of the gap time ends (the user stage around the
-launch of the work after the gaps, else its op, else its kernel), never the device index.
+    Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
+    between already-queued kernels) against the analysed time, the wall time of the steady-state
+    steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
+    are reported with their time but claim nothing (``info``): without a cause there is no fix to
+    credit. Location: the cause and where most of the gap time ends (the user stage around the
+    launch of the work after the gaps, else its op, else its kernel), never the device index.
 """
 
 from __future__ import annotations
@@ -90,11 +80,21 @@ from traceclass.analysis import labels
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
                 summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
-                needs=(Need.GPU,), gpu_idle=True)
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('min_gap_us', 30.0, 'us',
+                              "HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of back-to-back "
+                              "launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms would miss "
+                              'every gap this rule is about.'),
+                    Threshold('min_host_share_pct', 50.0, '%',
+                              'data loading or host activity must fill at least half of the host window to be named its '
+                              'cause (the majority of the time); a sync needs no share, because once it drained the '
+                              'queue everything the host does after it is exposed.'),
+                ))
 
 FIXES = {
     "launch-overhead": "Let the host run ahead: CUDA graphs / torch.compile(mode='reduce-overhead'), fewer and larger "

@@ -1,68 +1,60 @@
 """Host sync: the host waits for the GPU inside the step, and the GPU then waits for the host.
 
 What it finds
--------------
-Every distinct synchronisation site inside steps, with how often it runs per step, how long the
-host waited, and the GPU idle time it caused. Sources:
+    Every distinct synchronisation site inside steps, with how often it runs per step, how long the
+    host waited, and the GPU idle time it caused. Sources:
 
-* CUDA/HIP calls that block the host: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/
-  ``cudaEventSynchronize`` (and their ``cu*``/``hip*`` forms), blocking ``cudaMemcpy``/
-  ``cudaMemset``, async copies from or to pageable memory (the driver runs them synchronously),
-  and any call that a GPU-side sync record (Kineto ``cuda_sync``, nsys ``SYNCHRONIZATION``)
-  marks as a wait; ``cudaEventQuery`` polling and ``cudaStreamWaitEvent`` do not block;
-* ``aten::item``/``aten::_local_scalar_dense`` (``.item()``, ``bool(tensor)``, ``if t:``): one
-  event each, holding the copy and the sync inside it; ``.item()`` of a CPU tensor has no
-  blocking call inside and is no sync;
-* the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
-  form one event of that op.
+    * CUDA/HIP calls that block the host: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/
+      ``cudaEventSynchronize`` (and their ``cu*``/``hip*`` forms), blocking ``cudaMemcpy``/
+      ``cudaMemset``, async copies from or to pageable memory (the driver runs them synchronously),
+      and any call that a GPU-side sync record (Kineto ``cuda_sync``, nsys ``SYNCHRONIZATION``)
+      marks as a wait; ``cudaEventQuery`` polling and ``cudaStreamWaitEvent`` do not block;
+    * ``aten::item``/``aten::_local_scalar_dense`` (``.item()``, ``bool(tensor)``, ``if t:``): one
+      event each, holding the copy and the sync inside it; ``.item()`` of a CPU tensor has no
+      blocking call inside and is no sync;
+    * the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
+      form one event of that op.
 
-Site = the op (or, without ops as in plain nsys exports, the call) + the user source line when
-the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one wait, on its
-device: the idle gap that starts while the host waits (the GPU drained its queue during the
-wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
-counted until the launch call of the work that ends the gap returned (time after that is a
-GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
-``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
-host window or most of the gap lies after the next launch. Gaps that start before the wait
-were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
-GPU work, causes nothing measurable. When the thread launches at most
-``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
-pattern: the host never queues work ahead of the GPU.
+    Site = the op (or, without ops as in plain nsys exports, the call) + the user source line when
+    the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one wait, on its
+    device: the idle gap that starts while the host waits (the GPU drained its queue during the
+    wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
+    counted until the launch call of the work that ends the gap returned (time after that is a
+    GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
+    ``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
+    host window or most of the gap lies after the next launch. Gaps that start before the wait
+    were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
+    GPU work, causes nothing measurable. When the thread launches at most
+    ``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
+    pattern: the host never queues work ahead of the GPU.
 
 Why it matters
---------------
-A sync empties the GPU queue. Everything the host does after it (Python, the next launches) is
-then exposed as GPU idle time, and the GPU cannot overlap the host's work with its own. One
-``.item()`` per step in a loop of short kernels can cost more than the kernels themselves.
+    A sync empties the GPU queue. Everything the host does after it (Python, the next launches) is
+    then exposed as GPU idle time, and the GPU cannot overlap the host's work with its own. One
+    ``.item()`` per step in a loop of short kernels can cost more than the kernels themselves.
 
 How to fix
-----------
-Keep values on the GPU: no ``.item()``, ``.cpu()``, ``print(tensor)`` or ``if tensor:`` per
-iteration (accumulate on the GPU and read once every N steps); copy with
-``non_blocking=True`` into pinned memory and wait on an event only where the value is needed;
-replace ``cudaDeviceSynchronize`` by stream/event dependencies (``cudaStreamWaitEvent``); sync
-once per step at most.
+    Keep values on the GPU: no ``.item()``, ``.cpu()``, ``print(tensor)`` or ``if tensor:`` per
+    iteration (accumulate on the GPU and read once every N steps); copy with
+    ``non_blocking=True`` into pinned memory and wait on an event only where the value is needed;
+    replace ``cudaDeviceSynchronize`` by stream/event dependencies (``cudaStreamWaitEvent``); sync
+    once per step at most.
 
 Example
--------
-``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
-1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
-(during the wait) and stays idle until the host has run the Python that launches the next
-kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
-aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
+    ``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
+    1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
+    (during the wait) and stays idle until the host has run the Python that launches the next
+    kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
+    aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
 
 Thresholds
-----------
-* ``max_launches_per_sync_ratio`` = 2: with two or fewer kernel launches per wait the GPU
-  queue never holds more than two kernels, so every launch's host latency is exposed; the
-  message then names the sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254
-  launches, 2,256 stream syncs).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC203``).
 
-Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
-remains between already-queued kernels) against the analysed time, the wall time of the
-steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
-``info`` when the site caused no measurable idle. Location: the site (op or call and source
-line or op chain), never a device index.
+    Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
+    remains between already-queued kernels) against the analysed time, the wall time of the
+    steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
+    ``info`` when the site caused no measurable idle. Location: the site (op or call and source
+    line or op chain), never a device index.
 """
 
 from __future__ import annotations
@@ -78,11 +70,18 @@ from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC203", name="host-sync", family=Family.SYNC,
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
-                needs=(Need.GPU,), gpu_idle=True)
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_launches_per_sync_ratio', 2.0, 'ratio',
+                              'with two or fewer kernel launches per wait the GPU queue never holds more than two '
+                              "kernels, so every launch's host latency is exposed; the message then names the "
+                              'sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254 launches, 2,256 '
+                              'stream syncs).'),
+                ))
 
 FIX = ("Keep values on the GPU: no .item()/.cpu()/print(tensor)/if tensor: per iteration (read once every N steps); "
        "non_blocking=True copies into pinned memory with an event where the value is needed; stream/event "

@@ -35,15 +35,7 @@ Example
     ``stage:dataload`` 24.67 ms and ``stage:preprocess`` 13.39 ms of 1.82 s, 2.09 % together.
 
 Thresholds
-    ``min_share_pct`` (1.0): reported from 1 % of the steady step time, the spread between steady
-    steps in the corpus training traces (0.4-2.3 %), below which a change cannot be told from
-    noise. TensorBoard advises more workers from 5 %; the fix here is a line of configuration, so
-    the rule speaks earlier and leaves the weight to severity (``medium`` from 3 %, ``high`` from
-    10 % and 1 ms, on the shared scale). ``data_stage_regex``: the words TC202 already treats as
-    data loading in range names (data, load, batch, prefetch, collate, input) plus preprocess,
-    each at the start of the name or after a non-letter, so ``stage:dataload`` and
-    ``## load_batch ##`` match and ``DistributedDataParallel.forward`` or ``offload`` do not;
-    set it to match your own stage names (Python ``re`` syntax).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC204``).
 
     Recoverable time: on GPU traces the GPU idle inside the data ranges (the most idle device):
     time the loop's waiting cost the device; on CPU-only traces the data time itself. An upper
@@ -64,10 +56,24 @@ from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, GpuKind
-from traceclass.rule import Context, Evidence, Family, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
-                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time")
+                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time",
+                thresholds=(
+                    Threshold('min_share_pct', 1.0, '%',
+                              'reported from 1 % of the steady step time, the spread between steady steps in the corpus '
+                              'training traces (0.4-2.3 %), below which a change cannot be told from noise. TensorBoard '
+                              'advises more workers from 5 %; the fix here is a line of configuration, so the rule '
+                              'speaks earlier and leaves the weight to severity (``medium`` from 3 %, ``high`` from 10 '
+                              '% and 1 ms, on the shared scale).'),
+                    Threshold('data_stage_regex', '(?i)(^|[^a-z])(data|load|batch|prefetch|collate|input|preprocess)', 'regex',
+                              'the words TC202 already treats as data loading in range names (data, load, batch, '
+                              'prefetch, collate, input) plus preprocess, each at the start of the name or after a '
+                              'non-letter, so ``stage:dataload`` and ``## load_batch ##`` match and '
+                              '``DistributedDataParallel.forward`` or ``offload`` do not; set it to match your own '
+                              'stage names (Python ``re`` syntax).'),
+                ))
 
 MAX_EVIDENCE = 50
 FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "

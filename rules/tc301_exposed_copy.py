@@ -33,12 +33,7 @@ Example
     overlaps the previous step's kernels and disappears from the step time.
 
 Thresholds
-    ``min_exposed_us`` (100): a device/direction is reported when its copies are exposed for at
-    least this long in the steady steps: below 0.1 ms over a whole trace no fix is worth a change.
-    ``min_exposed_pct`` (1.0): ... and for at least this share of the analysed time (wall time of
-    the steady-state steps, the whole trace without steps), the time severity is measured
-    against. Under 1 % a fix moves the step by less than steady steps already differ (0.4-2.3 %
-    between the steady steps of the corpus training traces on A100 and MI300X).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC301``).
 """
 
 from __future__ import annotations
@@ -50,11 +45,21 @@ import numpy as np
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC301", name="exposed-copy", family=Family.COPY,
                 summary="copies overlapped by no kernel: exposed time, bytes, bandwidth vs link/memory peak",
-                needs=(Need.GPU,))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_exposed_us', 100, 'us',
+                              'a device/direction is reported when its copies are exposed for at least this long in the '
+                              'steady steps: below 0.1 ms over a whole trace no fix is worth a change.'),
+                    Threshold('min_exposed_pct', 1.0, '%',
+                              '... and for at least this share of the analysed time (wall time of the steady-state '
+                              'steps, the whole trace without steps), the time severity is measured against. Under 1 % '
+                              'a fix moves the step by less than steady steps already differ (0.4-2.3 % between the '
+                              'steady steps of the corpus training traces on A100 and MI300X).'),
+                ))
 
 MAX_EVIDENCE = 50
 _FIX = {

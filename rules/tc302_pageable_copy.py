@@ -26,10 +26,7 @@ Example
     direction; pinned, each would take about 0.13 ms and overlap compute.
 
 Thresholds
-    ``min_copies_count`` (1): nsys' rule reports every pageable async copy, and so do we; raise it
-    to silence sporadic one-off copies (a checkpoint load, a metrics ``.cpu()``). Severity: the
-    staging cost against the analysed time (the shared scale); a few tiny copies rate ``low`` (or
-    ``info`` when nothing is recoverable), however many there are.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC302``).
 """
 
 from __future__ import annotations
@@ -42,11 +39,18 @@ from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import ApiKind, CopyKind, MemKind, Vendor
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC302", name="pageable-copy", family=Family.COPY,
                 summary="host<->device copies through pageable host memory (staged, never asynchronous)",
-                needs=(Need.GPU,))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_copies_count', 1, 'count',
+                              "nsys' rule reports every pageable async copy, and so do we; raise it to silence sporadic "
+                              'one-off copies (a checkpoint load, a metrics ``.cpu()``). Severity: the staging cost '
+                              'against the analysed time (the shared scale); a few tiny copies rate ``low`` (or '
+                              '``info`` when nothing is recoverable), however many there are.'),
+                ))
 
 MAX_EVIDENCE = 50
 # Without a host-link figure, pinned copies of the same trace give the reference rate, but only

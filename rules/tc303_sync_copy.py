@@ -28,13 +28,7 @@ Example
     for the launch latency of the next step's first kernels.
 
 Thresholds
-    ``max_wait_gap_us`` (50): a sync within 50 us of the copy's API call belongs to it. In the corpus
-    the copy -> sync gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us
-    leaves room for a slow host and profiler overhead, while any other CUDA call in between breaks
-    the pair anyway. Severity: the recoverable time against the analysed time, the shared scale
-    (a single microsecond-scale ``.item()`` copy rates ``low``, however short the trace). ``max_small_htod_bytes`` (65536): synchronous HtoD copies of at most 64 KiB
-    from pageable (or unknown) host memory are left out, as nsys does: CUDA returns once such a
-    copy is staged, without waiting for the device. ``min_copies_count`` (1): report any, like nsys.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC303``).
 """
 
 from __future__ import annotations
@@ -48,11 +42,25 @@ from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
-                needs=(Need.GPU,), gpu_idle=True)
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_wait_gap_us', 50, 'us',
+                              "a sync within 50 us of the copy's API call belongs to it. In the corpus the copy -> sync "
+                              'gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us leaves room '
+                              'for a slow host and profiler overhead, while any other CUDA call in between breaks the '
+                              'pair anyway. Severity: the recoverable time against the analysed time, the shared scale '
+                              '(a single microsecond-scale ``.item()`` copy rates ``low``, however short the trace).'),
+                    Threshold('max_small_htod_bytes', 65536, 'bytes',
+                              'synchronous HtoD copies of at most 64 KiB from pageable (or unknown) host memory are '
+                              'left out, as nsys does: CUDA returns once such a copy is staged, without waiting for the '
+                              'device.'),
+                    Threshold('min_copies_count', 1, 'count',
+                              'report any, like nsys.'),
+                ))
 
 MAX_EVIDENCE = 50
 SYNC_API, WAITED = 0, 1

@@ -1,54 +1,40 @@
 """Start-up dominated: importing modules takes a large share of a short run.
 
 What it finds
--------------
-In a sampled CPU profile, the share of the critical threads' sampled time spent under the
-import machinery (``importlib._bootstrap``, ``_find_and_load``, ``exec_module``, ``site``,
-``pkg_resources``; kinds from :mod:`traceclass.analysis.frame_kinds`), including imports
-that run lazily later in the run (``torch.optim.SGD`` importing ``torch._dynamo`` on first
-use). One finding per run. Evidence: the program's lines that trigger the imports (the
-innermost frame outside the standard library and installed packages: ``import torch`` at
-``train.py:3``), the module each pulls in (the outermost library ``<module>`` frame below
-that line: ``torch``, ``torch._dynamo``), and the share spent compiling bytecode (no usable
-``.pyc``).
+    In a sampled CPU profile, the share of the critical threads' sampled time spent under the
+    import machinery (``importlib._bootstrap``, ``_find_and_load``, ``exec_module``, ``site``,
+    ``pkg_resources``; kinds from :mod:`traceclass.analysis.frame_kinds`), including imports
+    that run lazily later in the run (``torch.optim.SGD`` importing ``torch._dynamo`` on first
+    use). One finding per run. Evidence: the program's lines that trigger the imports (the
+    innermost frame outside the standard library and installed packages: ``import torch`` at
+    ``train.py:3``), the module each pulls in (the outermost library ``<module>`` frame below
+    that line: ``torch``, ``torch._dynamo``), and the share spent compiling bytecode (no usable
+    ``.pyc``).
 
 Why it matters
---------------
-Imports are paid on every start: in short runs (tests, CLIs, serverless handlers,
-benchmarks, every spawned worker process) they can cost more than the work, and they make
-a short profile say more about imports than about the loop. ``import torch`` alone takes
-about 1-2 s.
+    Imports are paid on every start: in short runs (tests, CLIs, serverless handlers,
+    benchmarks, every spawned worker process) they can cost more than the work, and they make
+    a short profile say more about imports than about the loop. ``import torch`` alone takes
+    about 1-2 s.
 
 How to fix
-----------
-See where it goes with ``python -X importtime script.py 2> imports.log`` (``tuna``
-visualises it). Import heavy packages inside the functions that need them (or with
-``importlib.util.LazyLoader``), keep them out of CLI entry points and of worker processes
-that do not use them; keep ``.pyc`` caches writable or precompile them (``python -m
-compileall``; no ``PYTHONDONTWRITEBYTECODE`` in containers); for repeated short runs keep
-one process warm (a server or a long-running worker) instead of restarting Python.
+    See where it goes with ``python -X importtime script.py 2> imports.log`` (``tuna``
+    visualises it). Import heavy packages inside the functions that need them (or with
+    ``importlib.util.LazyLoader``), keep them out of CLI entry points and of worker processes
+    that do not use them; keep ``.pyc`` caches writable or precompile them (``python -m
+    compileall``; no ``PYTHONDONTWRITEBYTECODE`` in containers); for repeated short runs keep
+    one process warm (a server or a long-running worker) instead of restarting Python.
 
 Example
--------
-``torch_train.py`` (3 s of training): 47.8 % of the samples of ``torch_train.default.raw.txt``
-(380 of 795) are imports: ``import torch`` at ``torch_train.py:3`` (194 samples) and
-``torch._dynamo``, imported on first use by ``torch.optim.SGD`` at ``torch_train.py:8``
-(184); 73 samples compile bytecode.
+    ``torch_train.py`` (3 s of training): 47.8 % of the samples of ``torch_train.default.raw.txt``
+    (380 of 795) are imports: ``import torch`` at ``torch_train.py:3`` (194 samples) and
+    ``torch._dynamo``, imported on first use by ``torch.optim.SGD`` at ``torch_train.py:8``
+    (184); 73 samples compile bytecode.
 
 Thresholds
-----------
-* ``min_startup_pct`` = 20: when a fifth of the run is imports, start-up is a cost worth
-  cutting and the other shares of the profile are diluted by it. Corpus: torch_train
-  43-48 % (``import torch`` and ``torch._dynamo``), cpu_lock 0-0.1 %, sleep_io 0.3-1.3 %,
-  parent_spawns 1.4-2.8 %.
-* ``min_time_ms`` = 500: below half a second a restructuring of imports is rarely worth it
-  (``import numpy`` takes about 80 ms on the machine the corpus was checked on, ``import
-  torch`` 1-2 s); applies when the profile's time is known.
-* ``min_samples_count`` = 20: fewer samples give a share with more than ~22 % relative
-  error (1/sqrt(n)); the floor ``cpu_profile`` uses to infer idle sampling. Applies to
-  sampled profiles.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC505``).
 
-Severity: the import time against the critical threads' sampled time (10 % / 3 % steps).
+    Severity: the import time against the critical threads' sampled time (10 % / 3 % steps).
 """
 
 from __future__ import annotations
@@ -59,10 +45,23 @@ import numpy as np
 
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, severity_for
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
 
 RULE = RuleInfo(code="TC505", name="startup-dominated", family=Family.CPU,
-                summary="imports take a large share of a short run (sampled profiles)", needs=(Need.SAMPLES,))
+                summary="imports take a large share of a short run (sampled profiles)", needs=(Need.SAMPLES,),
+                thresholds=(
+                    Threshold('min_startup_pct', 20.0, '%',
+                              'when a fifth of the run is imports, start-up is a cost worth cutting and the other '
+                              'shares of the profile are diluted by it. Corpus: torch_train 43-48 % (``import torch`` '
+                              'and ``torch._dynamo``), cpu_lock 0-0.1 %, sleep_io 0.3-1.3 %, parent_spawns 1.4-2.8 %.'),
+                    Threshold('min_time_ms', 500.0, 'ms',
+                              'below half a second a restructuring of imports is rarely worth it (``import numpy`` '
+                              'takes about 80 ms on the machine the corpus was checked on, ``import torch`` 1-2 s); '
+                              "applies when the profile's time is known."),
+                    Threshold('min_samples_count', 20, 'count',
+                              'fewer samples give a share with more than ~22 % relative error (1/sqrt(n)); the floor '
+                              '``cpu_profile`` uses to infer idle sampling. Applies to sampled profiles.'),
+                ))
 
 FIX = ("Import heavy packages inside the functions that need them (or importlib.util.LazyLoader), keep them out of "
        "entry points and worker processes that do not use them, keep .pyc caches writable or precompile them "

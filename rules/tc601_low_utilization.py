@@ -1,68 +1,56 @@
 """Low utilization: stretches of a step where the GPU is busy less than half the time.
 
 What it finds
--------------
-Each steady-state step (``ProfilerStep`` wall range; without steps, the device's active window,
-first to last GPU work, as nsys does) is cut into ``chunks_per_step`` chunks of at least
-``min_chunk_us``; chunks whose GPU time utilisation (union of kernels, copies and memsets
-across streams, so it never exceeds 100 %) stays below ``max_util_pct`` are merged with their
-low neighbours into windows. One summary finding per device lists the windows and explains
-their idle time with the conditions the launch/sync rules look for:
+    Each steady-state step (``ProfilerStep`` wall range; without steps, the device's active window,
+    first to last GPU work, as nsys does) is cut into ``chunks_per_step`` chunks of at least
+    ``min_chunk_us``; chunks whose GPU time utilisation (union of kernels, copies and memsets
+    across streams, so it never exceeds 100 %) stays below ``max_util_pct`` are merged with their
+    low neighbours into windows. One summary finding per device lists the windows and explains
+    their idle time with the conditions the launch/sync rules look for:
 
-* idle by cause, from the same gap attribution as TC202 (all gap lengths):
-  ``launch-overhead`` -> TC202, ``host-sync`` -> TC203, ``data-loading`` -> TC202,
-  ``unknown``; idle before the device's first or after its last GPU work is ``no-gpu-work``;
-* the launch-overhead idle between two kernels shorter than ``short_kernel_us``: the
-  small-kernel storm pattern (TC201);
-* the host waits (TC203) that overlap the windows.
+    * idle by cause, from the same gap attribution as TC202 (all gap lengths):
+      ``launch-overhead`` -> TC202, ``host-sync`` -> TC203, ``data-loading`` -> TC202,
+      ``unknown``; idle before the device's first or after its last GPU work is ``no-gpu-work``;
+    * the launch-overhead idle between two kernels shorter than ``short_kernel_us``: the
+      small-kernel storm pattern (TC201);
+    * the host waits (TC203) that overlap the windows.
 
-The message names each rule with the idle it explains, largest first (TC202: launch-overhead
-and data-loading idle; TC203: host-sync idle; TC201: launch-overhead idle between two short
-kernels, which TC202 counts as well).
+    The message names each rule with the idle it explains, largest first (TC202: launch-overhead
+    and data-loading idle; TC203: host-sync idle; TC201: launch-overhead idle between two short
+    kernels, which TC202 counts as well).
 
-Like ``nsys analyze gpu_time_util`` (30 chunks, < 50 %, consecutive low chunks merged), but per
-step and at microsecond scale: nsys cuts the whole capture into 30 chunks, which for a
-seconds-long capture hides every launch-scale pattern, and it adds concurrent kernels up
-(utilisation above 100 %).
+    Like ``nsys analyze gpu_time_util`` (30 chunks, < 50 %, consecutive low chunks merged), but per
+    step and at microsecond scale: nsys cuts the whole capture into 30 chunks, which for a
+    seconds-long capture hides every launch-scale pattern, and it adds concurrent kernels up
+    (utilisation above 100 %).
 
 Why it matters
---------------
-Low utilisation is the symptom most users see first (``nvidia-smi``, torch-tb-profiler's
-"GPU utilization" < 50 % advice). It says that time is lost, not why; this finding says where
-in the step it is lost and which rule explains it.
+    Low utilisation is the symptom most users see first (``nvidia-smi``, torch-tb-profiler's
+    "GPU utilization" < 50 % advice). It says that time is lost, not why; this finding says where
+    in the step it is lost and which rule explains it.
 
 How to fix
-----------
-Follow the rule the message points to: TC201 (capture or fuse small kernels), TC202 (launch
-overhead, data loading), TC203 (remove host syncs). Bigger batches raise utilisation when the
-idle is per-launch overhead.
+    Follow the rule the message points to: TC201 (capture or fuse small kernels), TC202 (launch
+    overhead, data loading), TC203 (remove host syncs). Bigger batches raise utilisation when the
+    idle is per-launch overhead.
 
 Example
--------
-Corpus h100_qwen1.5-0.5b_inference: in its 47 ms decode step one 1.57 ms chunk is 17.6 % busy
-(the eager preamble that builds the mask and rotary tables); its 1.30 ms idle is 65 %
-launch-overhead (TC202) and 34 % host-sync (an ``aten::item`` in the mask code, TC203), with
-14 of its 23 kernels under 10 us.
+    Corpus h100_qwen1.5-0.5b_inference: in its 47 ms decode step one 1.57 ms chunk is 17.6 % busy
+    (the eager preamble that builds the mask and rotary tables); its 1.30 ms idle is 65 %
+    launch-overhead (TC202) and 34 % host-sync (an ``aten::item`` in the mask code, TC203), with
+    14 of its 23 kernels under 10 us.
 
 Thresholds
-----------
-* ``max_util_pct`` = 50: ``nsys analyze gpu_time_util``'s limit and torch-tb-profiler's "GPU
-  utilization < 50 %" recommendation.
-* ``chunks_per_step`` = 30: ``gpu_time_util``'s default chunk count, applied per step.
-* ``min_chunk_us`` = 100: a chunk must hold about ten launches (10 x TraceLens' 10 us
-  short-kernel limit) for its utilisation to mean more than "inside a kernel or not"; short
-  steps get fewer chunks.
-* ``short_kernel_us`` = 10: TraceLens' short-kernel threshold, as TC201's ``max_kernel_us``
-  (keep the two equal when overriding).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC601``).
 
-The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
-inside the windows of steady-state steps that has a host-side cause (launch overhead, data
-loading, host sync); severity: that against the analysed time (the steady steps' wall time),
-on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
-windows are cut from the device's active window (first to last GPU work, as nsys does) and the
-shares in the message are of that window. Location: where most of the low windows' idle ends
-(the user stage around the launch of the next work, else its op, else its kernel), never the
-device index.
+    The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
+    inside the windows of steady-state steps that has a host-side cause (launch overhead, data
+    loading, host sync); severity: that against the analysed time (the steady steps' wall time),
+    on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
+    windows are cut from the device's active window (first to last GPU work, as nsys does) and the
+    shares in the message are of that window. Location: where most of the low windows' idle ends
+    (the user stage around the launch of the next work, else its op, else its kernel), never the
+    device index.
 """
 
 from __future__ import annotations
@@ -80,11 +68,24 @@ from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
-                needs=(Need.GPU,), gpu_idle=True)
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_util_pct', 50.0, '%',
+                              '``nsys analyze gpu_time_util``\'s limit and torch-tb-profiler\'s "GPU utilization < 50 %" '
+                              'recommendation.'),
+                    Threshold('chunks_per_step', 30, 'count per step',
+                              "``gpu_time_util``'s default chunk count, applied per step."),
+                    Threshold('min_chunk_us', 100.0, 'us',
+                              "a chunk must hold about ten launches (10 x TraceLens' 10 us short-kernel limit) for its "
+                              'utilisation to mean more than "inside a kernel or not"; short steps get fewer chunks.'),
+                    Threshold('short_kernel_us', 10.0, 'us',
+                              "TraceLens' short-kernel threshold, as TC201's ``max_kernel_us`` (keep the two equal when "
+                              'overriding).'),
+                ))
 
 NO_WORK = "no-gpu-work"
 

@@ -37,11 +37,7 @@ Example
     1.4 %; 103 ms of it in 8 all-reduces.
 
 Thresholds
-    ``min_exposed_pct`` (5.0): a device is reported when its exposed communication is at least 5 %
-    of the analysed time: TraceLens' pre-check flags exposed communication above 5 % (and
-    overlap below 70 %); torch-tb-profiler advises gradient compression/accumulation when
-    communication takes more than 10 % of the step. Severity: the exposed time against the
-    analysed time, on the shared scale.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC701``).
 """
 
 from __future__ import annotations
@@ -54,11 +50,19 @@ from traceclass import timeline as tl
 from traceclass.analysis import comm
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC701", name="exposed-communication", family=Family.COMMUNICATION,
                 summary="collective communication not overlapped by compute: exposed share of step time, overlap %",
-                needs=(Need.GPU,))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_exposed_pct', 5.0, '%',
+                              'a device is reported when its exposed communication is at least 5 % of the analysed '
+                              "time: TraceLens' pre-check flags exposed communication above 5 % (and overlap below 70 "
+                              '%); torch-tb-profiler advises gradient compression/accumulation when communication takes '
+                              'more than 10 % of the step. Severity: the exposed time against the analysed time, on the '
+                              'shared scale.'),
+                ))
 
 MAX_EVIDENCE = 50
 FIX = ("Overlap communication with compute: no sync between backward() and the optimizer so DDP all-reduces buckets "
