@@ -43,7 +43,7 @@ import numpy as np
 from traceclass.analysis import tensor_cores as tc
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family=Family.COMPUTE,
                 summary="fp32 or misaligned matmuls/convolutions that miss the GPU's tensor cores",
@@ -62,7 +62,6 @@ RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family=Family.COMPU
                               'bytes).'),
                 ))
 
-MAX_EVIDENCE = 50
 _REASON = {tc.FP32: "fp32 matmuls/convolutions off the tensor cores",
            tc.MISALIGNED: "matmuls/convolutions with misaligned dimensions"}
 
@@ -117,7 +116,7 @@ def _finding(ctx: Context, reason: int, dev: int, tag: str, items: list[tc.Candi
                               else None, source=src, values=i.values)
                      for i, src in zip(items[:MAX_EVIDENCE], sources_text))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=estimate, fix=fix, location=f"{_REASON[reason]}: {worst}{tag}", evidence=evidence,
         values={"op_groups_count": len(items), "time_ns": time, "recoverable_ns": total, "analysed_ns": ctx.analysed_ns,
                 "target_precision": target if reason == tc.FP32 else None,

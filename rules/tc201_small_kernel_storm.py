@@ -59,7 +59,7 @@ from traceclass.analysis import short_runs
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH,
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
@@ -236,7 +236,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
                 + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
-    for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:50]:
+    for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:MAX_EVIDENCE]:
         run = s["run"]
         label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
         evidence.append(Evidence(
@@ -254,7 +254,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
                     "op_counts": dict(s["ops"][:20])},
         ))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),

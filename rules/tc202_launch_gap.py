@@ -80,7 +80,7 @@ from traceclass.analysis import labels
 from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
                 summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
@@ -157,7 +157,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
                f"(threshold), cause {cause}: {per}, {labels.pct(total, analysed)} % of steady step time; most of it "
                f"{site}" + _hint(ctx, cause, sel, causes))
     return Finding(
-        code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
+        message=message, recoverable_ns=recoverable,
         severity="info" if cause == "unknown" else ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
                   f"steady-state gap time minus {gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
@@ -213,7 +213,7 @@ def _evidence(ctx: Context, st: fsteps.Steps, gaps: fgaps.Gaps, causes: gap_caus
     trace = ctx.trace
     gpu, api, ops = trace.gpu, trace.api, trace.ops
     length = gaps.length_ns[sel]
-    pick = np.lexsort((-length, ~steady))[:50]
+    pick = np.lexsort((-length, ~steady))[:MAX_EVIDENCE]
     rows = sel[pick]
     nxt = gaps.next_row[rows]
     a = gpu.api[nxt]

@@ -70,7 +70,7 @@ from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC203", name="host-sync", family=Family.SYNC,
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
@@ -169,7 +169,6 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
     per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": int((step == k).sum()),
             "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
     return Finding(
-        code=RULE.code, name=RULE.name,
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
         estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
@@ -201,7 +200,7 @@ def _launches(ctx: Context, st: fsteps.Steps, ev: fsyncs.SyncEvents, sel: np.nda
 def _evidence(ctx: Context, st: fsteps.Steps, ev: fsyncs.SyncEvents, sel: np.ndarray, step: np.ndarray,
               steady: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> tuple[Evidence, ...]:
     trace = ctx.trace
-    pick = np.lexsort((-idle[sel], ~steady))[:50]
+    pick = np.lexsort((-idle[sel], ~steady))[:MAX_EVIDENCE]
     rows = sel[pick]
     src = source_for_points(trace, ev.pid[rows], ev.tid[rows], ev.wait_ns[rows]) if len(trace.python) \
         else [None] * len(rows)

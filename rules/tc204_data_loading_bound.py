@@ -75,7 +75,6 @@ RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
                               'stage names (Python ``re`` syntax).'),
                 ))
 
-MAX_EVIDENCE = 50
 FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
        "pin_memory=True on GPU runs) with .to(device, non_blocking=True); move decode and augmentation into the "
        "Dataset (run by the workers) or onto the GPU; cache decoded samples.")
@@ -120,9 +119,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
         estimate = ("time in the data ranges of the steady steps (no GPU in the trace: the loop waited this long); an "
                     "upper bound, a worker still hands each batch over. Severity: share of the analysed time.")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=message,
+        severity=ctx.severity(recoverable), message=message,
         recoverable_ns=int(recoverable), estimate=estimate, fix=FIX,
-        location="data loading: " + " + ".join(outer), evidence=tuple(sites[:MAX_EVIDENCE]),
+        location="data loading: " + " + ".join(outer), evidence=tuple(sites),
         values={"data_ns": total, "analysed_ns": analysed, "share_pct": round(share, 3),
                 "threshold_pct": th["min_share_pct"], "steps_count": len(steps),
                 "data_per_step_ns": total // n_steps, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},

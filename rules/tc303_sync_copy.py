@@ -42,7 +42,7 @@ from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
@@ -62,7 +62,6 @@ RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                               'report any, like nsys.'),
                 ))
 
-MAX_EVIDENCE = 50
 SYNC_API, WAITED = 0, 1
 _MODE = ("synchronous-API copies", "async copies synchronized at once")
 
@@ -125,7 +124,7 @@ def _finding(ctx: Context, dev: int, tag: str, m: int, calls, row, blocked, bubb
     msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "
            f"the GPU idled {duration_text(int(bubble.sum()))} right after {'it' if one else 'them'}; worst site {site}")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=msg,
+        severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable,
         estimate="per copy, the smaller of the host time blocked in the copy/sync calls (what a host-bound "
                  "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed "
@@ -154,4 +153,4 @@ def _evidence(trace, calls, row, blocked, cost, nbytes) -> tuple[Evidence, ...]:
             values={"blocked_ns": int(blocked[i].sum()), "recoverable_ns": int(cost[i].sum()),
                     "site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
-    return tuple(out[:MAX_EVIDENCE])
+    return tuple(out)  # the engine keeps the first rule.MAX_EVIDENCE

@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping
 from traceclass.analysis.layout_sites import KERNELS, MISMATCH, TRANSPOSE, LayoutSite, layout_sites
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC401", name="implicit-transpose", family=Family.LAYOUT,
                 summary="copies that only reorder memory (permute+copy, NCHW<->NHWC) and layout-conversion kernels",
@@ -66,7 +66,6 @@ RULE = RuleInfo(code="TC401", name="implicit-transpose", family=Family.LAYOUT,
                               '%).'),
                 ))
 
-MAX_EVIDENCE = 50
 _KIND = {TRANSPOSE: "transposing copies", MISMATCH: "memory-format mismatches", KERNELS: "layout-conversion kernels"}
 _ONE = {TRANSPOSE: "transposing copy", MISMATCH: "memory-format mismatch", KERNELS: "layout-conversion kernel"}
 _FIX = {
@@ -122,7 +121,7 @@ def _finding(ctx: Context, kind: int, dev: int, tag: str, group: list[LayoutSite
                               count=s.count, bytes=s.bytes, ops=s.ops, kernels=s.kernels, source=s.source,
                               values=_values(s)) for s in group[:MAX_EVIDENCE])
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=f"the layout work's full time ({time_basis}) over the whole trace; an upper bound: removing a "
                  f"copy saves it, but the consumer may read a strided input somewhat slower. Severity: share of "
                  f"the analysed time.",

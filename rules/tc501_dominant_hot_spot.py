@@ -197,7 +197,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     ns = cs.ns(value)
     rec_ns = cs.ns(counted)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=_cap(severity_for(counted, run), unverified), message=message,
+        severity=_cap(severity_for(counted, run), unverified), message=message,
         recoverable_ns=rec_ns or 0,
         estimate=("upper bound: the line's self time on the critical threads where it dominates, and on other "
                   "threads when it holds the GIL (Python compute, GC: no other Python thread of the process runs "

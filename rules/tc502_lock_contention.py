@@ -135,7 +135,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     ns = cs.ns(value)
     rec_ns = cs.ns(recoverable)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(recoverable, run), message=message,
+        severity=severity_for(recoverable, run), message=message,
         recoverable_ns=rec_ns or 0,
         estimate=(f"upper bound: the critical thread's wait on this lock ({cs.amount(crit)}) plus the other threads' "
                   f"wait ({cs.amount(value - crit)}) up to the time the critical thread waited for other threads "

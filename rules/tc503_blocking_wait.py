@@ -113,7 +113,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     )
     ns = cs.ns(value)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
+        severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
         estimate=("upper bound: the critical thread's time in these waits; a sleep can go entirely, I/O moved off "
                   "the critical thread overlaps with compute only as far as the disk or network keeps up. Time: "
                   + cs.time_basis + ("" if ns is not None else "; no time, so recoverable_ns is 0")),

@@ -112,7 +112,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
                + cpus.timed_note(cs))
     ns = cs.ns(value)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
+        severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
         estimate=("upper bound: the import time on the critical threads; lazy imports defer what the run uses "
                   "(they save only what it never uses), a warm .pyc cache saves the bytecode compilation "
                   f"({cs.amount(compiling)}). Time: " + cs.time_basis

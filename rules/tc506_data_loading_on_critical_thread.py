@@ -104,7 +104,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
     )
     ns = cs.ns(value)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
+        severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
         estimate=("upper bound: the critical thread's time loading data here; worker processes remove it from the "
                   "critical path only as far as they keep up with the loop. Time: " + cs.time_basis
                   + ("" if ns is not None else "; no time, so recoverable_ns is 0")),

@@ -68,7 +68,7 @@ from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
@@ -237,7 +237,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
                + (f"; {plural(wait_events, 'host wait')}" if wait_events else "")
                + (" -> see " + ", ".join(f"{k} ({labels.us(v)})" for k, v in explained.items()) if explained else ""))
     evidence = []
-    for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
+    for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:MAX_EVIDENCE]:
         n = w["end"] - w["start"]
         causes = ", ".join(f"{c} {labels.pct(ns, w['idle'])} %" for c, ns in
                            sorted(w["by_cause"].items(), key=lambda kv: -kv[1]) if ns > 0)
@@ -256,7 +256,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
         ))
     recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         message=message,
         recoverable_ns=recoverable,
         estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "

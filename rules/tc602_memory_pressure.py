@@ -114,7 +114,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
                 start_ns=int(api.start_ns[calls[m]].min()), end_ns=int(api.end_ns[calls[m]].max()),
                 duration_ns=int(dur[m].sum()), count=int(m.sum()), values={"kind": "allocator calls"}))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity, message=message, recoverable_ns=call_ns,
+        severity=severity, message=message, recoverable_ns=call_ns,
         estimate=("host time of the cudaMalloc/cudaFree calls inside the steady steps (the caching allocator "
                   "releasing and re-allocating under pressure); the out-of-memory risk itself costs no time until "
                   "it fails, so the severity is at least low. Severity: share of the analysed time."),
@@ -129,7 +129,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
 
 def _host_finding(p: MemoryPeak) -> Finding:
     return Finding(
-        code=RULE.code, name=RULE.name, severity="info",
+        severity="info",
         message=(f"host (CPU) memory: peak {size_text(p.peak_allocated_bytes)} allocated by PyTorch's CPU allocator "
                  f"({plural(p.events, 'memory event')}); the trace does not give the host's memory size"),
         recoverable_ns=0, estimate="nothing to recover: the host peak is reported for reference",

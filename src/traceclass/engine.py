@@ -9,15 +9,28 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from types import MappingProxyType
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from traceclass.facts import Facts as Analysis, analyze
 from traceclass.config import Config, load_config
 from traceclass.model import Trace
-from traceclass.registry import selected
+from traceclass.registry import LoadedRule, selected
 from traceclass.report.build import build_report
 from traceclass.report.model import Report
 from traceclass.rule import MAX_EVIDENCE, SEVERITIES, Context, Finding, Severity, lacks
+
+
+def check_rule(rule: LoadedRule, ctx: Context, th: Mapping[str, Any]) -> list[Finding]:
+    """One rule's findings, each stamped with the rule's code and name, its severity checked,
+    its evidence capped at :data:`~traceclass.rule.MAX_EVIDENCE` rows."""
+    info = rule.info
+    out = []
+    for f in rule.module.check(ctx, th):
+        if f.severity not in SEVERITIES:
+            raise ValueError(f"severity {f.severity!r} not in {SEVERITIES}")
+        out.append(dataclasses.replace(f, code=info.code, name=info.name, severity=Severity(f.severity),
+                                       evidence=tuple(f.evidence[:MAX_EVIDENCE])))
+    return out
 
 
 def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = False,
@@ -38,11 +51,7 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
             continue
         th = MappingProxyType(dict(config.rules.get(info.code, {})))
         try:
-            for f in rule.module.check(ctx, th):
-                if f.severity not in SEVERITIES:
-                    raise ValueError(f"severity {f.severity!r} not in {SEVERITIES}")
-                findings.append(dataclasses.replace(f, code=info.code, name=info.name, severity=Severity(f.severity),
-                                                    evidence=tuple(f.evidence[:MAX_EVIDENCE])))
+            findings += check_rule(rule, ctx, th)
         except Exception as exc:  # noqa: BLE001 - one failing rule must not sink the report
             if strict:
                 raise
@@ -65,4 +74,4 @@ def run(trace: Trace, config: Config | None = None, strict: bool = False) -> tup
     return analysis, build_report(trace, analysis, findings, cfg, errors, skipped)
 
 
-__all__: Sequence[str] = ("run", "run_rules")
+__all__: Sequence[str] = ("run", "run_rules", "check_rule")

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import CORPUS, corpus
 from traceclass.analysis import analyze
+from traceclass.engine import check_rule
 from traceclass.config import default_thresholds
 from traceclass.ingest import load
 from traceclass.registry import find
@@ -35,7 +36,7 @@ def _context(rel: str) -> Context:
 def _findings(rel: str, code: str) -> list[Finding]:
     rule = find(code)
     th = MappingProxyType(dict(default_thresholds()[code]))
-    return list(rule.module.check(_context(rel), th))
+    return check_rule(rule, _context(rel), th)
 
 
 @pytest.mark.parametrize("rel", _corpus_files() or ["(corpus missing)"])
