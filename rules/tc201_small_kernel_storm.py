@@ -56,8 +56,8 @@ import numpy as np
 
 from traceclass.analysis import labels
 from traceclass.analysis import short_runs
-from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag
+from traceclass.facts import steps as fsteps
 from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 

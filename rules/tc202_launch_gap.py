@@ -74,12 +74,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import gap_causes
-from traceclass.facts import gaps as fgaps
-from traceclass.facts import host as fhost
 from traceclass.analysis import labels
-from traceclass.facts import steps as fsteps
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
+from traceclass.facts import gaps as fgaps
+from traceclass.facts import host as fhost
+from traceclass.facts import steps as fsteps
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,

@@ -65,9 +65,9 @@ import numpy as np
 
 from traceclass.analysis import gap_causes
 from traceclass.analysis import labels
+from traceclass.analysis.source_lines import source_for_points
 from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
-from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural

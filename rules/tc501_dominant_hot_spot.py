@@ -68,6 +68,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY, label
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
@@ -133,12 +134,12 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     n_g = len(cs.groups)
     base = np.array([_base(g) for g in cs.groups], dtype=np.int64)
     pair = cs.leaf[rows] * n_g + cs.group[rows]
-    t = cpus.tally(pair, cs.value[rows], cs.count[rows])
+    t = cpuf.tally(pair, cs.value[rows], cs.count[rows])
     hits: dict[int, list[tuple[int, int, int, float]]] = {}
     for k, v, c in zip(t.keys.tolist(), t.value.tolist(), t.count.tolist()):
         f, g = divmod(k, n_g)
-        share = cpus.pct(v, base[g])
-        if share >= th["min_self_pct"] and cpus.passes_floor(cs, v, c, th["min_time_ms"], th["min_samples_count"]):
+        share = cpuf.pct(v, base[g])
+        if share >= th["min_self_pct"] and cpuf.passes_floor(cs, v, c, th["min_time_ms"], th["min_samples_count"]):
             hits.setdefault(f, []).append((g, v, c, share))
     for f, per_group in hits.items():
         yield _finding(cs, th, rows, f, per_group)
@@ -160,7 +161,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     mine = rows[(cs.leaf[rows] == f) & np.isin(cs.group[rows], groups)]
     value = int(cs.value[mine].sum())
     kind = _kind(cs, mine)
-    run = cpus.run_value(cs, mine)
+    run = cpuf.run_value(cs, mine)
     g0, v0, _, s0 = per_group[0]
     grp0 = cs.groups[g0]
     where = cs.frame_label(f)
@@ -175,7 +176,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
     else:
         message = (f"{where} holds {s0:.0f}% of the {_scope(grp0)} after start-up on {grp0.phrase} {amounts}{more}"
                    f": {label(kind)}" + (f", called from {caller}" if caller else ""))
-    message += cpus.timed_note(cs)
+    message += cpuf.timed_note(cs)
     evidence = [
         Evidence(what=f"{cs.groups[g].label}: {share:.1f}% of its {_scope(cs.groups[g])} after start-up",
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
@@ -185,7 +186,7 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], rows: np.ndarray, f: int,
         for g, v, _, share in per_group[:20]
     ]
     for cf, cv, cc in _callers(cs, mine, f):
-        evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpus.pct(cv, value):.0f}% of the line's "
+        evidence.append(Evidence(what=f"called from {cs.frame_label(cf)}: {cpuf.pct(cv, value):.0f}% of the line's "
                                       "self time", duration_ns=cs.ns(cv), count=cs.samples(cv),
                                  source=cs.location(cf)))
     # off the critical thread a line delays the run only while it holds the GIL (Python, GC) of
@@ -221,7 +222,7 @@ def _cap(severity: str, unverified: bool) -> str:
 
 
 def _kind(cs: cpus.CpuSites, rows: np.ndarray) -> str:
-    t = cpus.tally(cs.kind[rows], cs.value[rows], cs.count[rows])
+    t = cpuf.tally(cs.kind[rows], cs.value[rows], cs.count[rows])
     return cpus.KIND_CODES[int(t.keys[0])]
 
 
@@ -229,7 +230,7 @@ def _callers(cs: cpus.CpuSites, rows: np.ndarray, f: int, limit: int = 3) -> lis
     """User lines calling a library hot line (none when the line is the program's own)."""
     u = cs.user[rows]
     keep = (u >= 0) & (u != f)
-    t = cpus.tally(u[keep], cs.value[rows][keep], cs.count[rows][keep])
+    t = cpuf.tally(u[keep], cs.value[rows][keep], cs.count[rows][keep])
     return list(zip(t.keys[:limit].tolist(), t.value[:limit].tolist(), t.count[:limit].tolist()))
 
 

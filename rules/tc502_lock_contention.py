@@ -55,6 +55,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
@@ -90,12 +91,12 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     rows = np.flatnonzero((cs.kind == PRIORITY["lock"]) & ~cs.handoff)
     if len(rows) == 0:
         return
-    keys = cpus.function_keys(cs, cpus.site_frames(cs, rows))
-    for _, sel in cpus.by_key(keys, rows, cs):
+    keys = cpuf.function_keys(cs, cpuf.site_frames(cs, rows))
+    for _, sel in cpuf.by_key(keys, rows, cs):
         value, count = int(cs.value[sel].sum()), int(cs.count[sel].sum())
-        run = cpus.run_value(cs, sel)
-        share = cpus.pct(value, run)
-        if share < th["min_wait_pct"] or not cpus.passes_floor(cs, value, count, th["min_time_ms"],
+        run = cpuf.run_value(cs, sel)
+        share = cpuf.pct(value, run)
+        if share < th["min_wait_pct"] or not cpuf.passes_floor(cs, value, count, th["min_time_ms"],
                                                                 th["min_samples_count"]):
             continue
         yield _finding(cs, th, sel, value, run, share)
@@ -103,16 +104,16 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
              share: float) -> Finding:
-    lines = cpus.lines(cs, sel, 20)
+    lines = cpuf.lines(cs, sel, 20)
     f0, g0, v0, _ = lines[0]
-    site = cpus.site_frames(cs, sel[:1])[0]
-    function, file = cpus.enclosing(cs.function(int(site))), cs.file(int(site))
+    site = cpuf.site_frames(cs, sel[:1])[0]
+    function, file = cpuf.enclosing(cs.function(int(site))), cs.file(int(site))
     crit = int(cs.value[sel][cs.critical[sel]].sum())
-    gil = int(cs.value[sel][cpus.gil_mask(cs, sel)].sum())
+    gil = int(cs.value[sel][cpuf.gil_mask(cs, sel)].sum())
     threads = sorted({g for _, g, _, _ in lines}, key=lambda g: -int(cs.value[sel][cs.group[sel] == g].sum()))
     who = ", ".join(cs.groups[g].label for g in threads[:3])
     who += f" and {len(threads) - 3} more" if len(threads) > 3 else ""
-    inside = cpus.where_phrase(cs, sel, lines, more=False)
+    inside = cpuf.where_phrase(cs, sel, lines, more=False)
     g = cs.groups[threads[0]]
     one = len(threads) == 1 and not (g.merged and (not g.main or g.label == "all threads"))
     message = (f"{who} wait{'s' if one else ''} {cs.amount(value)} to acquire a lock at "
@@ -120,12 +121,12 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
                f"{th['min_wait_pct']:g}%)"
                + (f"; the critical thread waits {cs.amount(crit)} of it" if crit else
                   "; the critical thread does not wait here")
-               + (f"; {cpus.pct(gil, value):.0f}% is GIL waiting" if gil else "") + cpus.idle_note(cs))
+               + (f"; {cpuf.pct(gil, value):.0f}% is GIL waiting" if gil else "") + cpuf.idle_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} waits at {cs.frame_label(f)}"
                       + (" (critical thread)" if cs.groups[g].critical else ""),
                  duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f),
-                 values={"wait_value": v, "wait_pct_of_thread": round(cpus.pct(v, cs.groups[g].value), 2),
+                 values={"wait_value": v, "wait_pct_of_thread": round(cpuf.pct(v, cs.groups[g].value), 2),
                          "critical_thread": cs.groups[g].critical})
         for f, g, v, _ in lines
     )

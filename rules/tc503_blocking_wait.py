@@ -52,6 +52,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
 
@@ -89,7 +90,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     cs = ctx.facts.cpu_sites
     if cs is None:
         return
-    for sel, value, run, share in cpus.critical_sites(cs, KINDS, th["min_wait_pct"], th["min_time_ms"],
+    for sel, value, run, share in cpuf.critical_sites(cs, KINDS, th["min_wait_pct"], th["min_time_ms"],
                                                       th["min_samples_count"]):
         yield _finding(cs, th, sel, value, run, share)
 
@@ -97,18 +98,18 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
              share: float) -> Finding:
     kind = cpus.KIND_CODES[int(cs.kind[sel[0]])]
-    lines = cpus.lines(cs, sel, 20)
+    lines = cpuf.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
-    site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
-    where = cpus.where_phrase(cs, sel, lines)
-    message = (f"{NOUN[kind]} on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
+    site = int(cpuf.site_frames(cs, sel[:1])[0])
+    function, file = cpuf.enclosing(cs.function(site)), cs.file(site)
+    where = cpuf.where_phrase(cs, sel, lines)
+    message = (f"{NOUN[kind]} on {cpuf.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
                f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
-               f"{th['min_wait_pct']:g}%)" + cpus.idle_note(cs))
+               f"{th['min_wait_pct']:g}%)" + cpuf.idle_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} {VERB[kind]} at {cs.frame_label(f)}", duration_ns=cs.ns(v),
                  count=cs.samples(v), source=cs.location(f),
-                 values={"wait_value": v, "wait_pct_of_thread": round(cpus.pct(v, cs.groups[g].value), 2)})
+                 values={"wait_value": v, "wait_pct_of_thread": round(cpuf.pct(v, cs.groups[g].value), 2)})
         for f, g, v, _ in lines
     )
     ns = cs.ns(value)

@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
 
@@ -96,20 +97,20 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     cs = ctx.facts.cpu_sites
     if cs is None:
         return
-    for sel, value, run, share in cpus.critical_sites(cs, ("serialization",), th["min_share_pct"],
+    for sel, value, run, share in cpuf.critical_sites(cs, ("serialization",), th["min_share_pct"],
                                                       th["min_time_ms"], th["min_samples_count"]):
         yield _finding(cs, th, sel, value, run, share)
 
 
 def _serializer(cs: cpus.CpuSites, sel: np.ndarray) -> str:
     """The serialization module most of ``sel`` runs in: ``json``, ``torch.serialization``..."""
-    outer = cpus.outermost_below_user(cs, sel, cpus.file_mask(cs, LIBRARY))
-    t = cpus.tally(outer, cs.value[sel], cs.count[sel])
+    outer = cpuf.outermost_below_user(cs, sel, cpuf.file_mask(cs, LIBRARY))
+    t = cpuf.tally(outer, cs.value[sel], cs.count[sel])
     for k in t.keys.tolist():
         if k >= 0:
-            return cpus.module_name(cs.file(k))
+            return cpuf.module_name(cs.file(k))
         break
-    for f in cpus.tally(cs.leaf[sel], cs.value[sel], cs.count[sel]).keys.tolist():
+    for f in cpuf.tally(cs.leaf[sel], cs.value[sel], cs.count[sel]).keys.tolist():
         m = CALL.search(cs.source_text(f))
         if m:
             return m.group(1)
@@ -118,21 +119,21 @@ def _serializer(cs: cpus.CpuSites, sel: np.ndarray) -> str:
 
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
              share: float) -> Finding:
-    lines = cpus.lines(cs, sel, 20)
+    lines = cpuf.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
-    site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
+    site = int(cpuf.site_frames(cs, sel[:1])[0])
+    function, file = cpuf.enclosing(cs.function(site)), cs.file(site)
     codec = _serializer(cs, sel)
     family = _FAMILY.get(codec.split(".")[0], "other")
-    where = cpus.where_phrase(cs, sel, lines)
+    where = cpuf.where_phrase(cs, sel, lines)
     message = ("Serialization" + (f" with {codec}" if codec else "")
-               + f" on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
+               + f" on {cpuf.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
                f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
-               f"{th['min_share_pct']:g}%)" + cpus.timed_note(cs))
+               f"{th['min_share_pct']:g}%)" + cpuf.timed_note(cs))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} serializes at {cs.frame_label(f)}", duration_ns=cs.ns(v),
                  count=cs.samples(v), source=cs.location(f),
-                 values={"value": v, "pct_of_thread": round(cpus.pct(v, cs.groups[g].value), 2)})
+                 values={"value": v, "pct_of_thread": round(cpuf.pct(v, cs.groups[g].value), 2)})
         for f, g, v, _ in lines
     )
     ns = cs.ns(value)

@@ -43,6 +43,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.analysis.frame_kinds import PRIORITY
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
@@ -79,8 +80,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         return
     value, count = int(cs.value[sel].sum()), int(cs.count[sel].sum())
     run = int(cs.value[crit_rows].sum())
-    share = cpus.pct(value, run)
-    if share < th["min_startup_pct"] or not cpus.passes_floor(cs, value, count, th["min_time_ms"],
+    share = cpuf.pct(value, run)
+    if share < th["min_startup_pct"] or not cpuf.passes_floor(cs, value, count, th["min_time_ms"],
                                                                th["min_samples_count"]):
         return
     yield _finding(cs, th, sel, value, run, share)
@@ -88,12 +89,12 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
 
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
              share: float) -> Finding:
-    mods = cpus.import_packages(cs, sel)
-    compiling = int(cs.value[sel][cpus.bytecode_mask(cs, sel)].sum())
+    mods = cpuf.import_packages(cs, sel)
+    compiling = int(cs.value[sel][cpuf.bytecode_mask(cs, sel)].sum())
     user = cs.user[sel]
     evidence = []
     top_lines = []
-    t = cpus.tally(user, cs.value[sel], cs.count[sel])
+    t = cpuf.tally(user, cs.value[sel], cs.count[sel])
     for f, v in zip(t.keys[:10].tolist(), t.value[:10].tolist()):
         here = user == f
         names = _modules(cs, mods[here], cs.value[sel][here])
@@ -102,14 +103,14 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
             top_lines.append(f"{', '.join(names[:2]) or 'modules without a Python frame'} from {cs.location(f)}, "
                              f"{cs.amount(v)}")
         evidence.append(Evidence(
-            what=f"{where} imports {', '.join(names[:3]) or 'modules'}: {cpus.pct(v, value):.0f}% of start-up",
+            what=f"{where} imports {', '.join(names[:3]) or 'modules'}: {cpuf.pct(v, value):.0f}% of start-up",
             duration_ns=cs.ns(v), count=cs.samples(v), source=cs.location(f) if f >= 0 else None,
             values={"value": v, "modules": names[:5]}))
     message = (f"imports take {cs.amount(value)}, {share:.1f}% of the critical thread's {cs.amount(run)} "
                f"(threshold {th['min_startup_pct']:g}%)"
                + (f": {'; '.join(top_lines[:3])}" if top_lines else "")
-               + (f"; {cpus.pct(compiling, value):.0f}% of it compiles bytecode (no usable .pyc)" if compiling else "")
-               + cpus.timed_note(cs))
+               + (f"; {cpuf.pct(compiling, value):.0f}% of it compiles bytecode (no usable .pyc)" if compiling else "")
+               + cpuf.timed_note(cs))
     ns = cs.ns(value)
     return Finding(
         severity=severity_for(value, run), message=message, recoverable_ns=ns or 0,
@@ -128,9 +129,9 @@ def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: i
 def _modules(cs: cpus.CpuSites, mods: np.ndarray, values: np.ndarray) -> list[str]:
     """Module names by import time, largest first (frames of one module merged)."""
     by_name: dict[str, int] = {}
-    t = cpus.tally(mods, values, np.ones(len(values), dtype=np.int64))
+    t = cpuf.tally(mods, values, np.ones(len(values), dtype=np.int64))
     for f, v in zip(t.keys.tolist(), t.value.tolist()):
         if f >= 0:
-            name = cpus.module_name(cs.file(f))
+            name = cpuf.module_name(cs.file(f))
             by_name[name] = by_name.get(name, 0) + v
     return [n for n, _ in sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))]

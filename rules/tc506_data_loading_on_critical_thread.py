@@ -47,6 +47,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass.analysis import cpu_findings as cpuf
 from traceclass.analysis import cpu_sites as cpus
 from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, severity_for
 
@@ -77,29 +78,29 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     cs = ctx.facts.cpu_sites
     if cs is None:
         return
-    for sel, value, run, share in cpus.critical_sites(cs, ("data",), th["min_share_pct"], th["min_time_ms"],
+    for sel, value, run, share in cpuf.critical_sites(cs, ("data",), th["min_share_pct"], th["min_time_ms"],
                                                       th["min_samples_count"]):
         yield _finding(cs, th, sel, value, run, share)
 
 
 def _finding(cs: cpus.CpuSites, th: Mapping[str, Any], sel: np.ndarray, value: int, run: int,
              share: float) -> Finding:
-    lines = cpus.lines(cs, sel, 20)
+    lines = cpuf.lines(cs, sel, 20)
     f0, g0, _, _ = lines[0]
-    site = int(cpus.site_frames(cs, sel[:1])[0])
-    function, file = cpus.enclosing(cs.function(site)), cs.file(site)
+    site = int(cpuf.site_frames(cs, sel[:1])[0])
+    function, file = cpuf.enclosing(cs.function(site)), cs.file(site)
     waiting = int(cs.value[sel][cs.leaf_waits[sel]].sum())
     work = value - waiting
-    where = cpus.where_phrase(cs, sel, lines, prefix="mostly in")
-    message = (f"Data loading on {cpus.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
+    where = cpuf.where_phrase(cs, sel, lines, prefix="mostly in")
+    message = (f"Data loading on {cpuf.critical_phrase(cs.groups[g0])}: {cs.amount(value)} in {function} at "
                f"{cs.location(f0)}{where}, {share:.1f}% of its {cs.amount(run)} (threshold "
                f"{th['min_share_pct']:g}%); {cs.amount(work)} decoding/transforming on this thread, "
                f"{cs.amount(waiting)} waiting for workers or storage"
-               + (cpus.idle_note(cs) if waiting else cpus.timed_note(cs)))
+               + (cpuf.idle_note(cs) if waiting else cpuf.timed_note(cs)))
     evidence = tuple(
         Evidence(what=f"{cs.groups[g].label} loads data at {cs.frame_label(f)}", duration_ns=cs.ns(v),
                  count=cs.samples(v), source=cs.location(f),
-                 values={"value": v, "pct_of_thread": round(cpus.pct(v, cs.groups[g].value), 2)})
+                 values={"value": v, "pct_of_thread": round(cpuf.pct(v, cs.groups[g].value), 2)})
         for f, g, v, _ in lines
     )
     ns = cs.ns(value)

@@ -62,11 +62,11 @@ import numpy as np
 
 from traceclass import timeline as tl
 from traceclass.analysis import gap_causes
-from traceclass.facts import gaps as fgaps
 from traceclass.analysis import labels
+from traceclass.analysis.locations import device_tag, heaviest
+from traceclass.facts import gaps as fgaps
 from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
-from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
