@@ -67,11 +67,6 @@ def op_chain(trace: Trace, op: int, levels: int = 3) -> str:
     return " > ".join(reversed(names))
 
 
-def worst_first(order_key: np.ndarray, limit: int = 50) -> np.ndarray:
-    """Indices sorted by descending key, at most ``limit``."""
-    return np.argsort(-np.asarray(order_key), kind="stable")[:limit]
-
-
 def us(ns: float) -> str:
     """Compact duration text for messages (the report formats evidence itself)."""
     ns = float(ns)

@@ -32,11 +32,6 @@ class Steps:
     def steady(self) -> np.ndarray:
         return np.flatnonzero(~self.warmup)
 
-    @property
-    def steady_ns(self) -> int:
-        """Analysed step time: wall time of the steady-state steps."""
-        return int((self.end_ns - self.start_ns)[~self.warmup].sum())
-
     def at(self, t: np.ndarray) -> np.ndarray:
         """Index of the step whose [start, end) holds each time, -1 where none."""
         t = np.asarray(t, dtype=np.int64)
