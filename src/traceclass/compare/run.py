@@ -32,7 +32,7 @@ from traceclass.rule import Finding
 # the report keys a comparison reads: what a baseline file keeps of the report
 _KEYS = ("schema_version", "traceclass_version", "source", "hardware", "devices", "stages", "ops",
          "ops_time_basis", "ops_cover", "kernels", "kernel_families", "memory", "step_series_steps", "findings",
-         "thresholds")
+         "thresholds", "cpu_profile")
 
 # report fields a saved document may lack (baseline ``run`` blocks keep only _KEYS; older reports
 # predate some); ``ops_cover`` absent means an older report whose op totals cover every step
@@ -228,42 +228,7 @@ class Run:
 def report_dict(report: Report) -> dict[str, Any]:
     """The comparison-relevant part of a Report as plain JSON data (a baseline's ``run`` block);
     :func:`report_from_dict` reads it back."""
-    d = {k: v for k, v in plain(report, evidence=False).items() if k in _KEYS}
-    if report.cpu_profile is not None:
-        d["cpu_profile"] = cpu_profile_dict(report.cpu_profile)
-    return d
-
-
-def cpu_profile_dict(cpu: Any) -> dict[str, Any]:
-    """The comparable part of a CpuProfile, with the JSON report's key names."""
-
-    def frame(f: Any) -> dict[str, Any]:
-        d = {"function": f.function, "file": f.file, "line": f.line, "kind": f.kind, "self_ns": f.self_ns,
-             "self_pct": f.self_pct}
-        if cpu.unit == "samples":
-            d["self_samples"] = f.self_value
-        return d
-
-    def kind(k: Any) -> dict[str, Any]:
-        d = {"kind": k.kind, "label": k.label, "time_ns": k.ns, "share_pct": k.pct}
-        if cpu.unit == "samples":
-            d["samples"] = k.value
-        return d
-
-    return plain({
-        "unit": cpu.unit,
-        "interval_ns": cpu.interval_ns,
-        "total_ns": cpu.total_ns,
-        "samples": cpu.samples,
-        "includes_idle": cpu.includes_idle,
-        "gil_only": cpu.gil_only,
-        "source_lines_read": cpu.source_lines,
-        "kinds": [kind(k) for k in cpu.kinds],
-        "threads": [{"pid": t.pid if t.pid >= 0 else None, "tid": t.tid if t.tid >= 0 else None, "name": t.name,
-                     "samples": t.samples, "time_ns": t.ns, "share_pct": t.share_pct,
-                     "running_pct": t.running_pct} for t in cpu.threads],
-        "hot_spots": [frame(f) for f in cpu.hot_spots],
-    })
+    return {k: v for k, v in plain(report, evidence=False).items() if k in _KEYS}
 
 
 def is_report_dict(d: Any) -> bool:
@@ -272,7 +237,7 @@ def is_report_dict(d: Any) -> bool:
 
 def run_from_report(report: Report) -> Run:
     cpu = report.cpu_profile
-    return Run(report, None if cpu is None else _cpu_from_dict(cpu_profile_dict(cpu)))
+    return Run(report, None if cpu is None else _cpu_from_dict(plain(cpu)))
 
 
 def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
@@ -291,7 +256,8 @@ def report_from_dict(d: Mapping[str, Any], path: str) -> tuple[Report, Any]:
     older report (no ``kernel_families``: rebuilt from its kernel table, which may be truncated)."""
     if not isinstance(d, Mapping) or not isinstance(d.get("source"), Mapping):
         raise TraceFormatError(path, "not a usable traceclass JSON report (missing 'source')")
-    # the CPU block is read by _cpu_from_dict: its saved layout is the JSON report's, not the model's
+    # the CPU block goes to _cpu_from_dict: baselines written before the report model had a typed
+    # CPU section hold only the comparable part of it
     doc = {k: v for k, v in d.items() if k != "verdict"} | {"cpu_profile": None}
     for k, v in _MISSING.items():
         doc.setdefault(k, v)

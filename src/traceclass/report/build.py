@@ -13,6 +13,7 @@ from traceclass.config import Config
 from traceclass.facts import Facts
 from traceclass.model import Trace
 from traceclass.registry import all_rules
+from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
@@ -56,7 +57,7 @@ def build_report(
         kernels=tuple(KernelRow(**vars(k)) for k in analysis.kernels),
         findings=findings,
         opportunities=_opportunities(findings, ops_rows),
-        cpu_profile=analysis.cpu,
+        cpu_profile=None if analysis.cpu is None else cpu_section(analysis.cpu),
         notes=_notes(trace, analysis) + tuple(skipped),
         thresholds={
             "warmup_steps": analysis.config.warmup_steps,

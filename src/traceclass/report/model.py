@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
-from traceclass.analysis.cpu_types import CpuProfile
+from traceclass.report.cpu import CpuSection
 from traceclass.rule import Finding
 
 SCHEMA_VERSION = 1
@@ -218,7 +218,7 @@ class Report:
     kernels: tuple[KernelRow, ...]
     findings: tuple[Finding, ...]
     opportunities: tuple[Opportunity, ...]
-    cpu_profile: CpuProfile | None  # the sampled-profile section (py-spy, speedscope ...), or None
+    cpu_profile: CpuSection | None  # the sampled-profile section (py-spy, speedscope ...), or None
     notes: tuple[str, ...]
     thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
     rule_errors: tuple[str, ...] = ()
@@ -238,8 +238,8 @@ class Report:
     def to_json(self) -> str:
         """The report model as JSON text: ``Report.from_json(r.to_json()) == r``.
 
-        This is the model itself; ``traceclass analyze --format json`` adds the verdict prose and
-        lays the CPU section out for readers (render/json_report.py)."""
+        This is the model itself; ``traceclass analyze --format json`` adds the verdict prose
+        (render/json_report.py)."""
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
