@@ -14,6 +14,8 @@ from traceclass.model import GpuKind, Trace
 
 @dataclasses.dataclass(frozen=True)
 class KernelStats:
+    """GPU activity per kernel name (the report's ``KernelRow``)."""
+
     name: str
     family: str
     device: int
@@ -25,8 +27,9 @@ class KernelStats:
     share_pct: float  # of the summed busy time of every device
     bound: str  # from the op that launched it when that op launched only this kernel
     ops: tuple[str, ...]  # launching op names (most time first)
-    full_name: str = ""
-    flops: float | None = None  # per call, where the kernel is its op's only GPU work
+    full_name: str = ""  # demangled name when the display name is shortened
+    # roofline per kernel, where the kernel is the only GPU work of its op (1:1 linked)
+    flops: float | None = None  # per call
     bytes: float | None = None
     intensity: float | None = None
     achieved_flops_per_s: float | None = None
@@ -36,6 +39,9 @@ class KernelStats:
 
 @dataclasses.dataclass(frozen=True)
 class KernelFamilyStats:
+    """GPU activity per kernel family, all kernels (not only the top rows of ``kernels``): the
+    report's ``KernelFamilyRow``."""
+
     family: str
     count: int
     total_ns: int  # summed durations over the whole trace

@@ -11,6 +11,9 @@ from traceclass.model import Trace
 
 @dataclasses.dataclass(frozen=True)
 class MemoryPeak:
+    """Allocator peaks from profiler memory events (torch ``profile_memory``): the report's
+    ``MemoryRow``."""
+
     device_type: str  # "cpu" or "gpu"
     device: int  # -1 host
     events: int

@@ -17,9 +17,6 @@ from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
-    KernelFamilyRow,
-    KernelRow,
-    MemoryRow,
     OpRow,
     Opportunity,
     Report,
@@ -54,7 +51,7 @@ def build_report(
         ops_total_ns=analysis.ops.total_ns,
         ops_time_basis="gpu" if len(trace.gpu) else "cpu",
         unmodeled_ops=dict(sorted(analysis.ops.unmodeled_names.items(), key=lambda kv: -kv[1])),
-        kernels=tuple(KernelRow(**vars(k)) for k in analysis.kernels),
+        kernels=analysis.kernels,
         findings=findings,
         opportunities=_opportunities(findings, ops_rows),
         cpu_profile=None if analysis.cpu is None else cpu_section(analysis.cpu),
@@ -66,8 +63,8 @@ def build_report(
             "config_sources": list(config.sources) if config else ["defaults"],
         },
         rule_errors=tuple(rule_errors),
-        kernel_families=tuple(KernelFamilyRow(**vars(k)) for k in analysis.kernel_families),
-        memory=tuple(MemoryRow(**vars(m)) for m in analysis.memory),
+        kernel_families=analysis.kernel_families,
+        memory=analysis.memory,
         step_series_steps=series.steps_count,
     )
 

@@ -3,6 +3,10 @@
 Field names carry their units (``_ns``, ``_bytes``, ``_pct``, ``_per_s``); FLOPs are counts.
 Times in ``*_start_ns`` fields are relative to the trace's first event, so reports of
 different runs line up. Renderers never see the trace or the analyses.
+
+Rows that are a fact as computed are the fact's own dataclass, under the report's row name:
+``KernelRow`` (facts.kernels.KernelStats), ``KernelFamilyRow`` (KernelFamilyStats), ``MemoryRow``
+(facts.memory.MemoryPeak).
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
+from traceclass.facts.kernels import KernelFamilyStats as KernelFamilyRow
+from traceclass.facts.kernels import KernelStats as KernelRow
+from traceclass.facts.memory import MemoryPeak as MemoryRow
 from traceclass.report.cpu import CpuSection
 from traceclass.rule import Finding
 
@@ -149,50 +156,6 @@ class OpRow:
     # time of this group inside each steady-state step, in time order (same basis as total_ns;
     # instances are counted in the step their owner op started in); () when not computed
     step_ns: tuple[int, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelRow:
-    name: str
-    family: str
-    device: int
-    count: int
-    total_ns: int
-    mean_ns: float
-    p50_ns: float
-    max_ns: int
-    share_pct: float
-    bound: str  # from the op that launched it when that op launched only this kernel
-    ops: tuple[str, ...]  # launching op names (most time first)
-    full_name: str = ""  # demangled name when the display name is shortened
-    # roofline per kernel, where the kernel is the only GPU work of its op (1:1 linked)
-    flops: float | None = None  # per call
-    bytes: float | None = None
-    intensity: float | None = None
-    achieved_flops_per_s: float | None = None
-    achieved_bytes_per_s: float | None = None
-    pct_of_roof: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelFamilyRow:
-    """GPU activity per kernel family (all kernels, not only the top rows of ``kernels``)."""
-
-    family: str
-    count: int
-    total_ns: int  # summed durations over the whole trace
-    step_ns: tuple[int, ...] = ()  # summed durations launched from each steady-state step, time order
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryRow:
-    """Allocator peaks from profiler memory events (torch ``profile_memory``)."""
-
-    device_type: str  # "cpu" or "gpu"
-    device: int  # -1 host
-    events: int
-    peak_allocated_bytes: int
-    peak_reserved_bytes: int | None  # None when the allocator reports no reserve (CPU)
 
 
 @dataclasses.dataclass(frozen=True)
