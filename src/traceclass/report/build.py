@@ -11,7 +11,7 @@ from traceclass import __version__
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
 from traceclass.facts import Facts
-from traceclass.model import Trace
+from traceclass.model import Captured, Trace
 from traceclass.registry import all_rules
 from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
@@ -328,7 +328,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
                 "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
-    if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
+    if len(trace.gpu) == 0 and Captured.GPU in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
     occ = analysis.occurrences
     if occ.synthetic:
@@ -342,7 +342,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
     if analysis.ops.excluded_warmup:
         notes.append("op, kernel-group and roofline tables cover the steady-state steps only "
                      "(work that started in warm-up steps is left out)")
-    if len(trace.ops) and "shapes" not in trace.captured:
+    if len(trace.ops) and Captured.SHAPES not in trace.captured:
         notes.append(
             "ops were recorded without shapes (record_shapes=False): FLOPs and bytes cannot be "
             "computed, so ops are unclassified"

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from traceclass.facts.kernels import KernelFamilyStats as KernelFamilyRow
 from traceclass.facts.kernels import KernelStats as KernelRow
 from traceclass.facts.memory import MemoryPeak as MemoryRow
+from traceclass.model.enums import Captured
 from traceclass.report.cpu import CpuSection
 from traceclass.rule import Finding
 
@@ -32,7 +33,7 @@ class SourceSummary:
     format_version: str
     size_bytes: int
     duration_ns: int  # first event -> last event
-    captured: tuple[str, ...]
+    captured: tuple[Captured, ...]
     counts: dict[str, int]  # rows per table
     meta: dict[str, Any]  # versions and flags (never host or user names)
     start_epoch_ns: int | None = None  # wall-clock time of the first event (Unix epoch), None when unknown
