@@ -116,7 +116,7 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     )
     assert "python" not in {k.kind for k in prof.kinds}
     assert prof.unverified_pct == pytest.approx(100 * 330 / 995)
-    assert prof.blocked_pct == pytest.approx(100 * 658 / 995)
+    assert cpu_section(prof).blocked_pct == pytest.approx(100 * 658 / 995)
     assert prof.running_pct == 0.0
     # an inferred wait is no evidence of idle sampling (that inference assumes it)
     assert prof.includes_idle is None and prof.includes_idle_basis == "unknown"
@@ -155,7 +155,7 @@ def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
     prof = profile_samples(_load("cpu_lock.idle.speedscope.json"))
     # the largest hot spot is the lock-waiter's line, a wait
     assert (prof.hot_spots[0].function, prof.hot_spots[0].kind) == ("waiter", "lock")
-    assert prof.hottest_running().function == "fib"
+    assert cpu_section(prof).hottest_running().function == "fib"
     assert cpu_verdict(cpu_section(prof)) == (
         "CPU profile of sampled thread time: 33% running (33% Python compute), 67% waiting (33% lock or condition "
         "wait, 20% sleep); hottest on-CPU line fib (cpu_lock.py:8), 26%.")
