@@ -35,7 +35,9 @@ def test_saved_report_is_the_run_of_its_trace(saved, trace):
     assert (from_saved.series_steps, from_saved.ops_cover, from_saved.has_gpu) == (live.series_steps, live.ops_cover,
                                                                                  live.has_gpu)
     assert (from_saved.cpu is None) == (live.cpu is None) == ("samples" not in l.source.captured)
-    # the JSON report rounds CPU shares to 0.001 %; everything else is exact
+    if l.cpu_profile is not None:  # the typed CPU section loads too
+        assert [h.location for h in r.cpu_profile.hot_spots] == [h.location for h in l.cpu_profile.hot_spots]
+    # the JSON report of 63f1183 rounded CPU shares to 0.001 %; everything else is exact
     assert _rounded(from_saved.cpu) == _rounded(live.cpu)
 
 
@@ -65,3 +67,23 @@ def test_saved_cpu_profile_pairs_every_hot_spot_with_its_trace(tmp_path):
     assert main(["diff", str(saved), str(trace), "-o", str(out)]) == 0
     hot = json.loads(out.read_text())["cpu"]["hot_spots"]
     assert len(hot) >= 10 and {h["status"] for h in hot} == {"matched"}
+
+
+def test_an_older_baseline_cpu_block_still_compares():
+    """Baselines written before the typed CPU section kept only its comparable keys."""
+    from traceclass.compare.run import report_dict
+
+    saved, trace = PAIRS[1]
+    live = run(load(trace))[1]
+    block = report_dict(live)
+    keep = {"unit", "interval_ns", "total_ns", "samples", "includes_idle", "gil_only", "source_lines_read", "kinds",
+            "threads", "hot_spots"}
+    old_cpu = {k: v for k, v in block["cpu_profile"].items() if k in keep}
+    old_cpu["threads"] = [{k: t[k] for k in ("pid", "tid", "name", "samples", "time_ns", "share_pct", "running_pct")}
+                          for t in old_cpu["threads"]]
+    old_cpu["hot_spots"] = [{k: h[k] for k in ("function", "file", "line", "kind", "self_ns", "self_pct",
+                                                "self_samples")} for h in old_cpu["hot_spots"]]
+    old = run_from_dict(block | {"cpu_profile": old_cpu}, "old.json")
+    new = run_from_dict(block, "new.json")
+    assert old.report.cpu_profile is None and new.report.cpu_profile == live.cpu_profile
+    assert old.cpu == new.cpu == run_from_report(live).cpu and len(old.cpu.hot_spots) >= 10
