@@ -5,8 +5,8 @@ Times in ``*_start_ns`` fields are relative to the trace's first event, so repor
 different runs line up. Renderers never see the trace or the analyses.
 
 Rows that are a fact as computed are the fact's own dataclass, under the report's row name:
-``KernelRow`` (facts.kernels.KernelStats), ``KernelFamilyRow`` (KernelFamilyStats), ``MemoryRow``
-(facts.memory.MemoryPeak).
+``KernelRow`` (facts.rows.KernelStats), ``KernelFamilyRow`` (KernelFamilyStats), ``MemoryRow``
+(MemoryPeak).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
-from traceclass.facts.kernels import KernelFamilyStats as KernelFamilyRow
-from traceclass.facts.kernels import KernelStats as KernelRow
-from traceclass.facts.memory import MemoryPeak as MemoryRow
+from traceclass.facts.rows import KernelFamilyStats as KernelFamilyRow
+from traceclass.facts.rows import KernelStats as KernelRow
+from traceclass.facts.rows import MemoryPeak as MemoryRow
 from traceclass.model.enums import Captured
 from traceclass.report.cpu import CpuSection
 from traceclass.rule import Finding
