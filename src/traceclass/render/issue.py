@@ -12,9 +12,13 @@ closing line says which.
 
 from __future__ import annotations
 
-from traceclass.render import markdown as md
+from traceclass.render import markdown as md  # other_notes only
+from traceclass.render.markdown import finding_details, finding_rows, recoverable, section, table
 from traceclass.render.escape import html_text, text
 from traceclass.report.model import Report
+
+NAME = "issue"
+EXTENSION = ".md"
 
 GITHUB_BODY_LIMIT = 65_536
 _RESERVE = 600  # room for the "cut" line and closing text
@@ -34,47 +38,52 @@ def _summaries(report: Report) -> list[str]:
     out = []
     for f in report.findings:
         what = html_text(f.title or f.message, 90)
-        out.append(f"{f.code} {html_text(f.name)}: {what} · {md.recoverable(f)}")
+        out.append(f"{f.code} {html_text(f.name)}: {what} · {recoverable(f)}")
     seen: dict[str, int] = {}
     for s in out:
         seen[s] = seen.get(s, 0) + 1
     return [s + f" · {f.fingerprint}" if seen[s] > 1 else s for s, f in zip(out, report.findings)]
 
 
+def render(report: Report, top_n: int | None = None) -> str:
+    """The issue body; ``top_n`` rows per table (None: :data:`DEFAULT_TOP`)."""
+    return render_issue(report, top_n=top_n)
+
+
 def render_issue(report: Report, limit: int = GITHUB_BODY_LIMIT, top_n: int | None = None) -> str:
     top = top_n or DEFAULT_TOP
-    head = [md._header(report), md._verdict(report), md._caveats(report)]
+    head = [section("header", report), section("verdict", report), section("caveats", report)]
     if report.findings:
-        head.append("## Findings\n\n" + md.table(["recoverable", "severity", "rule", "what to change"],
-                                                 md._finding_rows(list(report.findings)), "rlll"))
+        head.append("## Findings\n\n" + table(["recoverable", "severity", "rule", "what to change"],
+                                              finding_rows(list(report.findings)), "rlll"))
     if getattr(report, "memory", ()):
-        head.append(md._memory(report))
+        head.append(section("memory", report))
     blocks: list[tuple[str, str]] = []
     detailed = [(f, s) for f, s in zip(report.findings, _summaries(report)) if f.severity != "info"]
     for f, summary in detailed[:ISSUE_DETAILS]:
-        blocks.append((f"{f.code} evidence", _fold(summary, md.finding_details(f, ISSUE_EVIDENCE_ROWS, heading=False, estimate=False))))
+        blocks.append((f"{f.code} evidence", _fold(summary, finding_details(f, ISSUE_EVIDENCE_ROWS, heading=False, estimate=False))))
     if len(detailed) > ISSUE_DETAILS:
         rest = len(detailed) - ISSUE_DETAILS
         blocks.append(("more findings", f"{rest} more finding{'s' if rest != 1 else ''} with evidence in the full report."))
     if report.stages:
         blocks.append(("stages", _fold(f"Stages ({min(len(report.stages), ISSUE_STAGES)} of {len(report.stages)})",
-                                       _body(md._stages(report, ISSUE_STAGES)))))
+                                       _body(section("stages", report, limit=ISSUE_STAGES)))))
     if report.ops:
         blocks.append(("top operators", _fold(f"Top {min(top, len(report.ops))} operators (roofline)",
-                                              _body(md._ops(report, top, detail=False)))))
+                                              _body(section("ops", report, top, detail=False)))))
     if report.devices:
-        blocks.append(("GPU timeline", _fold("GPU timeline", _body(md._timeline(report)))))
+        blocks.append(("GPU timeline", _fold("GPU timeline", _body(section("timeline", report)))))
     if report.kernels:
         blocks.append(("top kernels", _fold(f"Top {min(top, len(report.kernels))} GPU kernels",
-                                            _body(md._kernels(report, top, signatures=False)))))
+                                            _body(section("kernels", report, top, signatures=False)))))
     if report.cpu_profile is not None:
-        cpu = md._cpu(report, top)
+        cpu = section("cpu", report, top)
         if cpu:
             blocks.append(("CPU profile", _fold("CPU profile", _body(cpu))))
     if report.devices or any(o.flops is not None for o in report.ops):
-        blocks.append(("hardware", _fold("Hardware", _body(md._hardware(report)))))
-    if md._other_notes(report) or report.rule_errors:
-        blocks.append(("notes", _fold("Notes", _body(md._notes(report)))))
+        blocks.append(("hardware", _fold("Hardware", _body(section("hardware", report)))))
+    if md.other_notes(report) or report.rule_errors:
+        blocks.append(("notes", _fold("Notes", _body(section("notes", report)))))
 
     out = "\n\n".join(p for p in head if p)
     if len(out) > limit - _RESERVE:

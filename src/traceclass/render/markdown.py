@@ -98,7 +98,13 @@ class Names:
         return "\n".join(lines + ["", "</details>"])
 
 
-def render(report: Report, top_n: int = 15) -> str:
+NAME = "md"
+EXTENSION = ".md"
+DEFAULT_TOP_N = 15
+
+
+def render(report: Report, top_n: int | None = None) -> str:
+    top_n = DEFAULT_TOP_N if top_n is None else top_n
     parts = [_header(report), _verdict(report), _caveats(report)]
     if report.findings:
         parts.append(_findings(report))
@@ -116,7 +122,7 @@ def render(report: Report, top_n: int = 15) -> str:
         parts.append(_cpu(report, top_n))
     if report.devices or any(o.flops is not None for o in report.ops):
         parts.append(_hardware(report))
-    if _other_notes(report) or report.rule_errors:
+    if other_notes(report) or report.rule_errors:
         parts.append(_notes(report))
     if report.devices or report.ops:
         parts.append(_definitions(report))
@@ -164,7 +170,7 @@ def caveat_notes(r: Report) -> list[str]:
     return [n for n in r.notes if _CAVEAT.search(n)]
 
 
-def _other_notes(r: Report) -> list[str]:
+def other_notes(r: Report) -> list[str]:
     return [n for n in r.notes if not _CAVEAT.search(n)]
 
 
@@ -180,7 +186,7 @@ def recoverable(f: Finding) -> str:
     return "info" if f.severity == "info" else units.duration(f.recoverable_ns)
 
 
-def _finding_rows(fs: list[Finding]) -> list[tuple[str, ...]]:
+def finding_rows(fs: list[Finding]) -> list[tuple[str, ...]]:
     return [(recoverable(f), f.severity, f"{f.code} {text(f.name, None)}", text(f.title or f.message, None))
             for f in fs]
 
@@ -196,7 +202,7 @@ def _findings(r: Report, rows: int = EVIDENCE_ROWS) -> str:
         "finding). `traceclass explain CODE` documents each rule.",
     ]
     if main:
-        out += ["", table(heads, _finding_rows(main), "rlll")]
+        out += ["", table(heads, finding_rows(main), "rlll")]
     else:
         out += ["", "No finding with recoverable time."]
     for f in main:
@@ -204,7 +210,7 @@ def _findings(r: Report, rows: int = EVIDENCE_ROWS) -> str:
     if info:
         out += ["", f"<details><summary>{len(info)} informational finding{'s' if len(info) != 1 else ''} "
                 "(measured, nothing claimed as recoverable)</summary>", "",
-                table(heads, _finding_rows(info), "rlll")]
+                table(heads, finding_rows(info), "rlll")]
         for f in info:
             out += ["", finding_details(f, rows)]
         out += ["", "</details>"]
@@ -489,7 +495,7 @@ def _hardware(r: Report) -> str:
 
 def _notes(r: Report) -> str:
     lines = ["## Notes", ""]
-    lines += [f"- {text(n, None)}" for n in _other_notes(r)]
+    lines += [f"- {text(n, None)}" for n in other_notes(r)]
     lines += [f"- rule error: {text(e, None)}" for e in r.rule_errors]
     return "\n".join(lines)
 
@@ -515,3 +521,28 @@ def _definitions(r: Report) -> str:
         "",
         "</details>",
     ])
+
+
+#: Every section by name, for renderers that arrange them differently (``issue``, ``terminal``);
+#: each takes ``(report, top_n, **options)`` and returns markdown ("" when the report has nothing
+#: for it).
+SECTIONS = {
+    "header": lambda r, n: _header(r),
+    "verdict": lambda r, n: _verdict(r),
+    "caveats": lambda r, n: _caveats(r),
+    "findings": lambda r, n: _findings(r),
+    "stages": lambda r, n, limit=30: _stages(r, limit),
+    "ops": _ops,
+    "timeline": lambda r, n: _timeline(r),
+    "kernels": _kernels,
+    "memory": lambda r, n: _memory(r),
+    "cpu": _cpu,
+    "hardware": lambda r, n: _hardware(r),
+    "notes": lambda r, n: _notes(r),
+    "definitions": lambda r, n: _definitions(r),
+}
+
+
+def section(name: str, report: Report, top_n: int = DEFAULT_TOP_N, **options: object) -> str:
+    """One section of the markdown report (a key of :data:`SECTIONS`)."""
+    return SECTIONS[name](report, top_n, **options)

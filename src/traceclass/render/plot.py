@@ -18,6 +18,7 @@ import io
 import math
 
 from traceclass import units
+from traceclass.errors import ConfigError
 from traceclass.render.escape import clean, shorten
 from traceclass.report.model import OpRow, Report
 
@@ -26,8 +27,19 @@ _COLORS = {
     "memory-bound": "#1f77b4",
     "latency-bound": "#7f7f7f",
 }
+NAME = "plot"
+EXTENSION = ".png"
 MAX_POINTS = 12
 _SIZES = (1.0, 10.0, 50.0)  # % of plotted time, for the size legend
+
+
+def render(report: Report, top_n: int | None = None) -> bytes:
+    """The roofline chart as PNG bytes (``top_n`` is not used: up to :data:`MAX_POINTS` op groups
+    are drawn). Raises :class:`ConfigError` with the reason when no op can be plotted."""
+    png = roofline_png(report)
+    if png is None:
+        raise ConfigError(f"no roofline plot: {why_no_plot(report)}")
+    return png
 
 
 def modeled_points(report: Report, max_points: int = MAX_POINTS) -> list[OpRow]:

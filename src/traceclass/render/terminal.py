@@ -23,16 +23,14 @@ _TAG = re.compile(r"</?(?:details|summary|sub|wbr)>|<details open>")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
-def render(report: Report, top_n: int = 15, width: int | None = None, issue: bool = False) -> str:
-    """The report as terminal text, ``width`` columns wide (default: the terminal's)."""
+def render(report: Report, top_n: int | None = None, width: int | None = None, issue: bool = False) -> str:
+    """The report (``issue``: its short form) as terminal text, ``width`` columns wide (default:
+    the terminal's)."""
     if issue:
-        from traceclass.render.issue import render_issue
-
-        md = render_issue(report, top_n=top_n)
+        from traceclass.render.issue import render as render_md
     else:
         from traceclass.render.markdown import render as render_md
-
-        md = render_md(report, top_n)
+    md = render_md(report, top_n)
     return from_markdown(md, width or shutil.get_terminal_size((100, 24)).columns)
 
 
