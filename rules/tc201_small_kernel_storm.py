@@ -84,7 +84,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import timeline as tl
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
@@ -125,6 +127,7 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
     out = []
     for dev in gg.active_devices(trace):
         gaps = gg.device_gaps(trace, dev)
+        lo_iv = ctx.idle.intervals(ic.LAUNCH_OVERHEAD, dev)
         for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
                                int(th["min_kernels_count"]), step_of):
             if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
@@ -138,7 +141,10 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
                 stage=stage, device=dev, run=run,
                 step=int(step_of[rows[0]]), items=gpu.name[rows],
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
-                recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
+                # the storm's idle, minus the floor, within its launch-overhead part of the shared
+                # idle attribution (a sync or host phase inside the window belongs to its own rule)
+                recoverable=min(int(np.maximum(run.gaps_ns - floor, 0).sum()),
+                                tl.total(tl.clip(lo_iv, run.start_ns, run.end_ns))),
                 ops=gg.name_counts(trace, op_codes),
                 source=gg.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
             ))
@@ -219,7 +225,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
                 f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
-                + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
+                + ("" if host else ", within the launch-overhead idle of the shared attribution; gaps >= 30 us "
+                   "inside storms are also listed by TC202: the opportunities count launch overhead once"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
     for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:50]:
@@ -243,7 +250,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
         code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
-        values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
+        values={"idle_cause": None if host else "launch-overhead", "storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
                 "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),

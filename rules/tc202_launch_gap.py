@@ -84,6 +84,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
@@ -93,6 +94,8 @@ RULE = RuleInfo(code="TC202", name="launch-gap", family="launch",
                 needs=("gpu",))
 
 FIXES = {
+    "profiler-overhead": "Profile again without with_stack (and with fewer record_function ranges): if the gaps "
+                         "shrink, they were the profiler's cost, not the program's.",
     "launch-overhead": "Let the host run ahead: CUDA graphs / torch.compile(mode='reduce-overhead'), fewer and larger "
                        "ops, Python work moved out of the step.",
     "host-sync": "Remove the sync from the step (see TC203): no .item()/.cpu()/print(tensor) per iteration, "
@@ -102,6 +105,26 @@ FIXES = {
     "unknown": "Inspect the gaps in a timeline viewer: the launching thread shows no activity that explains them "
                "(work queued before the profiler started, a cross-stream wait, or untraced host code).",
 }
+
+
+#: causes TC202 reports as its own findings; the others are claimed by the rules named here
+OWN = ("launch-overhead", "profiler-overhead", "unknown")
+ELSEWHERE = {"host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205", "initialisation": "TC206",
+             "outside-window": "TC207", "communication": "TC701"}
+
+
+def gap_cause_ns(ctx: Context, gaps: gg.Gaps) -> np.ndarray:
+    """Idle per gap and cause (``len(gaps) x len(CAUSES)``), from the shared attribution."""
+    seg = ctx.idle
+    on = np.flatnonzero(seg.device == gaps.device)
+    n, m = len(gaps.start_ns), len(ic.CAUSES)
+    if len(on) == 0 or n == 0:
+        return np.zeros((n, m), np.int64)
+    k = np.searchsorted(gaps.start_ns, seg.start_ns[on], side="right") - 1
+    ok = (k >= 0) & (seg.end_ns[on] <= gaps.end_ns[np.maximum(k, 0)])
+    flat = k[ok] * m + seg.cause[on][ok]
+    return np.bincount(flat, weights=seg.length_ns[on][ok].astype(np.float64),
+                       minlength=n * m).astype(np.int64).reshape(n, m)
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
@@ -119,27 +142,39 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
         if len(keep) == 0:
             continue
+        per = gap_cause_ns(ctx, gaps)
+        # the cause of a gap: the cause with the most of its idle in the analysed time; gaps
+        # outside the analysed time keep the host-window classification (warm-up evidence)
+        inside = per[keep].sum(axis=1)
+        old = np.array([ic.CAUSES.index(gg.CAUSES[c]) for c in causes.cause[keep].tolist()], np.int64)
+        dominant = np.where(2 * inside > gaps.length_ns[keep], np.argmax(per[keep], axis=1), old)
         step = step_of_row[gaps.next_row[keep]]
         step = np.where(step >= 0, step, st.at(gaps.start_ns[keep]))
-        for c, cause in enumerate(gg.CAUSES):
-            sel = keep[causes.cause[keep] == c]
+        others = {c: int(per[keep, ic.CAUSES.index(c)].sum()) for c in ELSEWHERE}
+        for cause in OWN:
+            m = dominant == ic.CAUSES.index(cause)
+            sel = keep[m]
             if len(sel):
-                f = _finding(ctx, th, st, dev, device_tag(dev, devices), cause, gaps, causes, sel,
-                             step[causes.cause[keep] == c], host)
+                claim = per[sel, ic.LAUNCH_OVERHEAD]
+                f = _finding(ctx, th, st, dev, device_tag(dev, devices), cause, gaps, causes, sel, step[m], host,
+                             claim, others)
                 if f is not None:
                     yield f
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, cause: str, gaps: gg.Gaps,
-             causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray, host: gg.HostView) -> Finding | None:
+             causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray, host: gg.HostView, claim: np.ndarray,
+             others: dict[str, int]) -> Finding | None:
     length = gaps.length_ns[sel]
     steady = (step >= 0) & ~st.warmup[np.maximum(step, 0)] if len(st.warmup) else np.zeros(len(sel), bool)
     if not steady.any():
         return None
     warm = (step >= 0) & ~steady
     total = int(length[steady].sum())
-    # an unknown cause has no fix to credit: the idle is reported, not claimed
-    recoverable = 0 if cause == "unknown" else int(np.maximum(length[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
+    # only launch overhead is claimed here: an unknown cause has no fix to credit, suspected
+    # profiler overhead is not the program's time; of a gap, only its launch-overhead part
+    # (the shared attribution) counts, minus the GPU-side gap that remains between queued kernels
+    recoverable = int(np.maximum(claim[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum()) if cause == "launch-overhead" else 0
     n_steps = max(ctx.analysed.steps_count, 1)
     per_step = []
     for k in np.unique(step[step >= 0]).tolist():
@@ -149,20 +184,26 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     per = "in the trace (no steps)" if st.synthetic else f"{gg.us(total / n_steps)} per step"
     analysed = ctx.analysed_ns
     site = _site(ctx, gaps, sel[steady])
+    elsewhere = "; ".join(f"{c} {gg.us(ns)} -> {ELSEWHERE[c]}" for c, ns in others.items() if ns > 0)
     message = (f"GPU {dev} idle {gg.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
-               f"(threshold), cause {cause}: {per}, {gg.pct(total, analysed)} % of steady step time; most of it "
-               f"{site}" + _hint(ctx, cause, sel, causes))
+               f"(threshold), cause {cause}{' (suspected)' if cause == 'profiler-overhead' else ''}: {per}, "
+               f"{gg.pct(total, analysed)} % of {ctx.time_word}; most of it {site}" + _hint(ctx, cause, sel, causes)
+               + (f"; other idle in such gaps is claimed elsewhere: {elsewhere}"
+                  if elsewhere and cause == "launch-overhead" else ""))
     return Finding(
         code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
-        severity="info" if cause == "unknown" else ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
-                  f"steady-state gap time minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
-                  f"between already-queued kernels); severity against the {gg.us(analysed)} analysed (steady step "
-                  f"time); gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add "
-                  f"them up"),
+                  "none claimed: the gaps look like the profiler's own cost (Python frames recorded with "
+                  "with_stack fill them while ops and launch calls are short); profile without with_stack to "
+                  "measure them" if cause == "profiler-overhead" else
+                  f"the launch-overhead part of the steady-state gaps in the shared idle attribution, minus "
+                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap between already-queued kernels); "
+                  f"the host-sync, data-loading and host-work parts are claimed by TC203, TC204 and TC205, not here; "
+                  f"TC201 storms are part of this time; severity against the {gg.us(analysed)} analysed"),
         fix=FIXES[cause], location=f"{cause} gaps {site}{tag}",
         evidence=_evidence(ctx, st, gaps, causes, sel, step, steady, host, cause),
-        values={"cause": cause, "gaps_count": int(steady.sum()), "gap_ns": total,
+        values={"cause": cause, "idle_cause": cause, "claimed_ns": recoverable, "gaps_count": int(steady.sum()), "gap_ns": total,
                 "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, analysed),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
                 "steady_steps_count": ctx.analysed.steps_count, "warmup_gaps_count": int(warm.sum()),

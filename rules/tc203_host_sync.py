@@ -72,6 +72,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
@@ -102,13 +103,19 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         d_idle, d0, d1 = gg.caused_idle(trace, ev, gg.device_gaps(trace, dev))
         hit = d_idle > 0
         idle[hit], i0[hit], i1[hit] = d_idle[hit], d0[hit], d1[hit]
+    # what removing each wait can recover: its host-sync share of the shared idle attribution
+    # (the idle it caused, bounded by the time the host was blocked)
+    seg = ctx.idle
+    hs = (seg.cause == ic.HOST_SYNC) & (seg.event >= 0)
+    claim = np.bincount(seg.event[hs], weights=seg.length_ns[hs].astype(np.float64),
+                        minlength=len(ev)).astype(np.int64)[:len(ev)] if len(ev) else np.zeros(0, np.int64)
     inside = np.flatnonzero(step >= 0)
     labels, site = np.unique(_sites(ctx, ev)[inside], return_inverse=True)
     order = np.argsort(site, kind="stable")
     cuts = np.searchsorted(site[order], np.arange(len(labels) + 1))
     for k, label in enumerate(labels.tolist()):
         sel = inside[order[cuts[k]:cuts[k + 1]]]
-        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1)
+        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1, claim)
         if f is not None:
             yield f
 
@@ -137,7 +144,7 @@ def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvents, site: str, sel: np.ndarray,
-             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> Finding | None:
+             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray, claim: np.ndarray) -> Finding | None:
     steady = ~st.warmup[step]
     if not steady.any():
         return None
@@ -146,7 +153,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     count = int(steady.sum())
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
-    recoverable = int(np.maximum(idle[s_sel] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
+    recoverable = int(np.minimum(claim[s_sel], np.maximum(idle[s_sel] - gg.QUEUED_GAP_FLOOR_NS, 0)).sum())
     apis = ev.call_counts(s_sel)
     launches = _launches(ctx, st, ev, s_sel)
     ratio = launches / count
@@ -158,7 +165,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
         f"in {plural(n_steps, 'steady step')} ({per_step:.4g} per step)"
     message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {gg.us(wait)} and left "
                f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {gg.us(caused)} "
-               f"after {'it' if count == 1 else 'them'} ({gg.pct(caused, analysed)} % of steady step time); calls: "
+               f"after {'it' if count == 1 else 'them'} ({gg.pct(caused, analysed)} % of {ctx.time_word}); removing "
+               f"{'it' if count == 1 else 'them'} recovers at most the blocked time: {gg.us(recoverable)}; calls: "
                f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
@@ -170,15 +178,17 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
         code=RULE.code, name=RULE.name,
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
-        estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
-                  f"new work after they returned, minus "
-                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
-                  f"severity against the {gg.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
-                  f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
+        estimate=(f"per wait, the smaller of the GPU idle it caused (from the moment the GPU went idle during the "
+                  f"wait until the host issued new work, minus {gg.QUEUED_GAP_FLOOR_NS / 1000:g} us, the GPU-side gap "
+                  f"between already-queued kernels) and the time the host was blocked in it: without the wait the "
+                  f"host runs ahead by at most that much, so serial host work after it stays exposed (that idle is "
+                  f"attributed to its own cause: TC205 host work, TC202 launch overhead); this is the host-sync "
+                  f"part of the shared idle attribution, claimed by no other rule (TC303 points here); severity "
+                  f"against the {gg.us(analysed)} analysed"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
                 "steady_steps_count": ctx.analysed.steps_count,
-                "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
+                "host_wait_ns": wait, "gpu_idle_ns": caused, "idle_cause": "host-sync", "gpu_idle_per_step_ns": caused // n_steps,
                 "gpu_idle_pct_of_step": gg.pct(caused, analysed), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),

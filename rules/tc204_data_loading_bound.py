@@ -60,6 +60,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass import timeline as tl
+from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
 from traceclass.analysis.source_lines import source_for_points
@@ -67,7 +68,7 @@ from traceclass.model import AnnotationKind, GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC204", name="data-loading-bound", family="data",
-                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time")
+                summary="the step loop waits for data: DataLoader and data/preprocess ranges, share of step time")
 
 MAX_EVIDENCE = 50
 FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
@@ -97,19 +98,23 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
     steps = _per_step(ctx, data)
     n_steps = max(len(steps), 1)
     sites, outer = _sites(ctx, dr)
-    recoverable = max(idle.values()) if idle else total
+    # on GPU traces: the data-loading part of the shared idle attribution (the idle no other
+    # rule claims), on the most affected device; on CPU traces the data time itself
+    claimed = {d: ctx.idle.total(ic.DATA_LOADING, d) for d in idle}
+    recoverable = max(claimed.values()) if claimed else total
     gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({100.0 * ns / total:.1f}%)"
                        for d, ns in idle.items())
     top = ", ".join(f"{e.values['site']} {duration_text(e.duration_ns)}" for e in sites[:3])
     steps_text = "whole trace, no steps" if ctx.analysed.synthetic else \
         f"{plural(len(steps), 'step')}, {duration_text(total / n_steps)} per step"
-    message = (f"data loading on the training thread took {duration_text(total)} of the {duration_text(analysed)} "
-               f"steady step time ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
+    message = (f"data loading on the main thread took {duration_text(total)} of the {duration_text(analysed)} "
+               f"{ctx.time_word} ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
     if idle:
-        estimate = ("GPU idle inside the data ranges of the steady steps (the most idle device): what the loop's wait "
-                    "cost the GPU; an upper bound, a worker still hands each batch over. TC202 lists the same time as "
-                    "data-loading gaps, and TC701 the collectives that run inside data ranges (an input all-to-all): "
-                    "do not add them up. Severity: share of the analysed time.")
+        estimate = ("GPU idle attributed to data loading in the shared idle attribution (the host thread that "
+                    "launches the next work was in a data range for most of the idle), on the most affected device: "
+                    "what the loop's wait cost the GPU; an upper bound, a worker still hands each batch over. No other "
+                    "rule claims this time (TC202 points here); TC701 reports the collectives that run inside data "
+                    "ranges (an input all-to-all). Severity: share of the analysed time.")
     else:
         estimate = ("time in the data ranges of the steady steps (no GPU in the trace: the loop waited this long); an "
                     "upper bound, a worker still hands each batch over. Severity: share of the analysed time.")
@@ -119,7 +124,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
         location="data loading: " + " + ".join(outer), evidence=tuple(sites[:MAX_EVIDENCE]),
         values={"data_ns": total, "analysed_ns": analysed, "share_pct": round(share, 3),
                 "threshold_pct": th["min_share_pct"], "steps_count": len(steps),
-                "data_per_step_ns": total // n_steps, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},
+                "data_per_step_ns": total // n_steps, "idle_cause": "data-loading" if idle else None,
+                "claimed_idle_ns": {str(d): ns for d, ns in claimed.items()}, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},
                 "threads": [f"{p}/{t}" for p, t in dr.threads], "per_step": steps[:50]},
     )
 

@@ -249,19 +249,23 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
                     "idle_between_short_kernels_ns": w["between_short"], "step": st.names[w["step"]],
                     "explained_by_ns": _explained(w["by_cause"], w["between_short"])},
         ))
-    recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
+    # a symptom, not a cause: the idle is claimed by the rules of its causes (issue 10: one
+    # cause, one finding); what those rules would recover is shown, not claimed again here
+    explainable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
+    shared = ctx.idle.by_cause(dev)
+    message += "; the idle of the analysed time by cause: " + ", ".join(
+        f"{c} {gg.us(v)}" for c, v in sorted(shared.items(), key=lambda kv: -kv[1]) if v > 0)
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        code=RULE.code, name=RULE.name, severity="info",
         message=message,
-        recoverable_ns=recoverable,
-        estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
-                  "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
-                  "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
-                  f"against the {gg.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
+        recoverable_ns=0,
+        estimate=("none claimed: low utilisation is the symptom; its idle is claimed once, by the rule of its cause "
+                  "(TC202 launch overhead, TC203 host syncs, TC204 data loading, TC205 host work), from the shared "
+                  f"idle attribution; {gg.us(explainable)} of the windows' idle has a host-side cause"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
         location=f"low utilization {site}{tag}", evidence=tuple(evidence),
-        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, basis),
+        values={"explainable_ns": explainable, "idle_by_shared_cause_ns": shared, "windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, basis),
                 "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
                 "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),

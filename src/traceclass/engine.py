@@ -19,8 +19,9 @@ from traceclass.report.model import Report
 from traceclass.rule import SEVERITIES, Context, Finding
 
 
-def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = False) -> tuple[list[Finding], list[str]]:
-    ctx = Context(trace=trace, analysis=analysis)
+def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = False,
+              ctx: Context | None = None) -> tuple[list[Finding], list[str]]:
+    ctx = ctx or Context(trace=trace, analysis=analysis)
     findings: list[Finding] = []
     errors: list[str] = []
     for rule in selected(config.select, config.ignore):
@@ -43,8 +44,11 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
 def run(trace: Trace, config: Config | None = None, strict: bool = False) -> tuple[Analysis, Report]:
     cfg = config or load_config()
     analysis = analyze(trace, cfg.analysis)
-    findings, errors = run_rules(trace, analysis, cfg, strict=strict)
-    return analysis, build_report(trace, analysis, findings, cfg, errors)
+    ctx = Context(trace=trace, analysis=analysis)
+    findings, errors = run_rules(trace, analysis, cfg, strict=strict, ctx=ctx)
+    # the verdict states the same idle attribution the rules claimed from (computed once)
+    idle = ctx.idle if len(trace.gpu) else None
+    return analysis, build_report(trace, analysis, findings, cfg, errors, idle=idle)
 
 
 __all__: Sequence[str] = ("run", "run_rules")

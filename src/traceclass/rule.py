@@ -39,6 +39,7 @@ import numpy as np
 
 from traceclass.analysis import Analysis
 from traceclass.analysis.analysed import AnalysedTime, analysed_time, gpu_in_analysed
+from traceclass.analysis.idle_causes import IdleCauses, idle_causes
 from traceclass.model import Trace
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -114,6 +115,12 @@ class Context:
         none): the one denominator of every rule's severity."""
         return self.analysed.total_ns
 
+    @property
+    def time_word(self) -> str:
+        """What ``analysed_ns`` is, for messages: "steady step time", or "the trace's time" without
+        steps (no "steady step" wording in a trace that has none)."""
+        return "the trace's time (no steps)" if self.analysed.synthetic else "steady step time"
+
     def severity(self, recoverable_ns: int) -> str:
         """The shared scale: :func:`severity_for` against ``analysed_ns`` with the floors
         :data:`HIGH_MIN_NS` / :data:`MEDIUM_MIN_NS`; ``info`` when nothing is recoverable."""
@@ -124,6 +131,12 @@ class Context:
     def gpu_analysed(self) -> np.ndarray:
         """Mask over ``trace.gpu``: work launched inside the analysed windows (all work without steps)."""
         return gpu_in_analysed(self.trace, self.analysed)
+
+    @functools.cached_property
+    def idle(self) -> IdleCauses:
+        """Every GPU-idle stretch of the analysed time with its one cause
+        (:mod:`traceclass.analysis.idle_causes`): the attribution the idle-time rules share."""
+        return idle_causes(self.trace, self.analysed)
 
 
 class Thresholds(Protocol):

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from traceclass import units
 from traceclass.render.escape import code, text
-from traceclass.render.verdict import opportunities, verdict_sentences
+from traceclass.render.verdict import opportunities, opportunities_header, verdict_sentences
 from traceclass.report.model import Report
 from traceclass.rule import Finding
 
@@ -68,7 +68,7 @@ def _verdict(r: Report) -> str:
     lines = ["## Verdict", "", " ".join(verdict_sentences(r, lambda n: code(n, 90, table=False), text))]
     opp = opportunities(r, lambda n: code(n, 90, table=False), text)
     if opp:
-        lines += ["", "**Top opportunities** (time a fix could recover, estimated):", ""]
+        lines += ["", f"**Top opportunities** ({opportunities_header(r)}):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
     return "\n".join(lines)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
+from traceclass.analysis.idle_causes import CAUSES
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
@@ -18,6 +19,7 @@ from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
+    IdleSummary,
     KernelFamilyRow,
     KernelRow,
     MemoryRow,
@@ -36,7 +38,9 @@ def build_report(
     findings: Sequence[Finding] = (),
     config: Config | None = None,
     rule_errors: Sequence[str] = (),
+    idle: Any = None,
 ) -> Report:
+    """``idle``: the shared idle attribution (``Context.idle``) the rules used, when they ran."""
     steps = _steady_steps(analysis)
     group_steps, family_steps = _step_series(trace, analysis, steps)
     ops_rows = tuple(dataclasses.replace(r, step_ns=group_steps[k]) for k, r in enumerate(_op_rows(analysis)))
@@ -55,7 +59,7 @@ def build_report(
         unmodeled_ops=dict(sorted(analysis.ops.unmodeled_names.items(), key=lambda kv: -kv[1])),
         kernels=_kernels(trace, analysis),
         findings=findings,
-        opportunities=_opportunities(findings, ops_rows),
+        opportunities=_opportunities(findings, ops_rows, idle),
         cpu_profile=analysis.cpu,
         notes=_notes(trace, analysis),
         thresholds={
@@ -68,6 +72,7 @@ def build_report(
         kernel_families=_kernel_families(trace, analysis, family_steps, len(steps)),
         memory=_memory(trace),
         step_series_steps=len(steps),
+        idle=_idle_summary(trace, analysis, idle),
     )
 
 
@@ -583,23 +588,47 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
     return tuple(out[:limit])
 
 
-#: rules that measure the same GPU idle time from different angles (launch overhead, syncs,
-#: storms, low-utilisation windows): only the largest enters the opportunities list
-_IDLE_FAMILY = ("TC201", "TC202", "TC203", "TC303", "TC601")
+CAUSE_INDEX = {c: k for k, c in enumerate(CAUSES)}
 
 
-def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
-    """Largest recoverable times, overlaps removed: idle-time rules count once, and roofline
-    gaps (time above an op's lower bound) come in as their own items."""
+def _idle_summary(trace: Trace, analysis: Analysis, idle: Any) -> IdleSummary | None:
+    if idle is None:
+        return None
+    from traceclass.analysis.analysed import analysed_time
+
+    at = analysed_time(analysis)
+    names = trace.strings
+    train = names.mask(trace.ops.name, lambda x: "backward" in x.lower() or "optimizer" in x.lower()).any() or bool(
+        names.mask(trace.annotations.name, lambda x: "backward" in x.lower() or "optimizer" in x.lower()).any())
+    return IdleSummary(analysed_ns=at.total_ns, steps_count=at.steps_count, synthetic=at.synthetic,
+                       busy_ns=dict(idle.busy_ns), idle_by_cause_ns={d: idle.by_cause(d) for d in idle.devices},
+                       inference=not train)
+
+
+def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any = None) -> tuple[Opportunity, ...]:
+    """Largest recoverable times, additive: each idle cause of the shared attribution counts once
+    (rules that claim the same cause, TC201 storms inside TC202's launch overhead, are merged and
+    capped at that cause's idle), and roofline gaps (time above an op's lower bound, GPU busy
+    time, disjoint from idle time) come in as their own items."""
     real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
-    idle = [f for f in real if f.code in _IDLE_FAMILY]
-    out = [Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
-           for f in real if f.code not in _IDLE_FAMILY]
-    if idle:
-        top = max(idle, key=lambda f: f.recoverable_ns)
-        others = sorted({f.code for f in idle} - {top.code})
-        out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
-                               overlaps=tuple(others)))
+    by_cause: dict[str, list[Finding]] = {}
+    out = []
+    for f in real:
+        cause = f.values.get("idle_cause") if isinstance(f.values, Mapping) else None
+        if cause:
+            by_cause.setdefault(cause, []).append(f)
+        else:
+            out.append(Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code))
+    for cause, group in by_cause.items():
+        group.sort(key=lambda f: -f.recoverable_ns)
+        total = sum(f.recoverable_ns for f in group)
+        if idle is not None:
+            total = min(total, idle.total(CAUSE_INDEX[cause]))
+        top = group[0]
+        others = tuple(sorted({f.code for f in group[1:]} - {top.code}))
+        out.append(Opportunity(title=top.message, recoverable_ns=total, source=top.code,
+                               merged=tuple(sorted({f.code for f in group} - {top.code})) if others else (),
+                               idle_cause=cause))
     gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
