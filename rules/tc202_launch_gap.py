@@ -1,30 +1,21 @@
-"""Launch gap: the GPU idles between consecutive work while the host launches, waits or loads data.
+"""Launch gap: the GPU idles between consecutive work while the host dispatches the next launch.
 
 What it finds
 -------------
 Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
-streams (a gap on one stream that another stream's work covers is no gap), each attributed to
-what the thread that launched the work ending the gap did in the *host window*: from the
-moment the GPU went idle to the start of that launch call. In this order:
-
-* ``data-loading``: a DataLoader range or a user range named like data (``stage:data``,
-  ``## load_batch ##``, ``wait_for_batch``) covers at least ``min_host_share_pct`` of the
-  host window;
-* ``host-sync``: the GPU went idle while the thread was blocked in a sync (a synchronize call,
-  ``aten::item``/``_local_scalar_dense``, a blocking or pageable copy): the wait drained the
-  GPU queue and the host could not run ahead (the gaps TC203 charges to its sync sites); or the
-  launch call of the next work blocks by itself (``cudaMemcpy`` from pageable memory) and takes
-  most of the gap;
-* ``launch-overhead``: the thread ran ops, Python or runtime calls for at least
-  ``min_host_share_pct`` of the host window, or the launch call itself takes most of the gap:
-  the host is too slow to feed the GPU;
-* ``unknown``: no launch was recorded for the next work (queued before the profiler started, a
-  page migration), most of the gap lies after the launch call returned (the GPU had the work
-  and waited on something else: a cross-stream event, another process), or the thread shows no
-  recorded activity (nsys without NVTX: only CUDA calls are visible).
-
-The part of the gap after the launch call returned, the launch call itself and the host window
-are compared first; the largest decides between GPU-side wait, launch call and host window.
+streams (a gap on one stream that another stream's work covers is no gap), whose idle is
+mostly *launch overhead* in the shared idle attribution (:mod:`traceclass.analysis.idle_causes`,
+one cause per stretch of idle, computed once for every rule): the thread that launches the work
+ending the gap was on the dispatch path (ops, Python, runtime calls, or unrecorded time
+between them) for a host window shorter than 1 ms, or inside the launch call itself. The rule
+claims only that launch-overhead part of its gaps; the other parts are named with the rule
+that claims them (host-sync -> TC203, data-loading -> TC204, host-work -> TC205,
+initialisation -> TC206, outside-window -> TC207, communication -> TC701), so no time is
+claimed twice. Two more findings claim nothing: gaps whose idle is mostly ``unknown`` (no
+launch recorded, or most of the gap after the launch call returned: the GPU had the work and
+waited on a cross-stream event or another process) and ``profiler-overhead`` (suspected:
+trivial ops far apart while launches take microseconds, Python frames recorded with
+``with_stack`` filling the gap).
 
 One finding per device and cause, with totals per step (a gap belongs to the step in which the
 work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
@@ -65,12 +56,12 @@ Thresholds
 * ``min_gap_us`` = 30: HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of
   back-to-back launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms
   would miss every gap this rule is about.
-* ``min_host_share_pct`` = 50: data loading or host activity must fill at least half of the
-  host window to be named its cause (the majority of the time); a sync needs no share, because
-  once it drained the queue everything the host does after it is exposed.
+* the share that names a host window's cause (half of it) and the 1 ms that separates a host
+  phase from launch overhead belong to the shared attribution (``MAJORITY``,
+  ``HOST_PHASE_NS`` in :mod:`traceclass.analysis.idle_causes`), so that every rule agrees.
 
-Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
-between already-queued kernels) against the analysed time, the wall time of the steady-state
+Severity: recoverable time (the launch-overhead part of the steady-state gaps minus the 2 us
+GPU-side gap that remains between already-queued kernels) against the analysed time, the wall time of the steady-state
 steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
 are reported with their time but claim nothing (``info``): without a cause there is no fix to
 credit. Location: the cause and where most of the gap time ends (the user stage around the
@@ -90,7 +81,7 @@ from traceclass.analysis.source_lines import source_for_points
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family="launch",
-                summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
+                summary="GPU idle gaps between work caused by launch/dispatch overhead (other causes named, claimed by their rules)",
                 needs=("gpu",))
 
 FIXES = {
@@ -138,7 +129,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     devices = gg.active_devices(trace)
     for dev in devices:
         gaps = gg.device_gaps(trace, dev)
-        causes = gg.gap_causes(trace, gaps, host, th["min_host_share_pct"])
+        causes = gg.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
         if len(keep) == 0:
             continue

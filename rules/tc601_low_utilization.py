@@ -55,10 +55,11 @@ Thresholds
 * ``short_kernel_us`` = 10: TraceLens' short-kernel threshold, as TC201's ``max_kernel_us``
   (keep the two equal when overriding).
 
-The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
-inside the windows of steady-state steps that has a host-side cause (launch overhead, data
-loading, host sync); severity: that against the analysed time (the steady steps' wall time),
-on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
+Recoverable time: none. Low utilisation is the symptom; its idle is claimed once, by the rule
+of its cause, from the shared idle attribution (:mod:`traceclass.analysis.idle_causes`):
+TC202 launch overhead, TC203 host syncs, TC204 data loading, TC205 host work. The finding is
+``info`` and lists that attribution and the host-side idle inside its windows
+(``explainable_ns``) so that nothing is claimed twice. Without steps the
 windows are cut from the device's active window (first to last GPU work, as nsys does) and the
 shares in the message are of that window. Location: where most of the low windows' idle ends
 (the user stage around the launch of the next work, else its op, else its kernel), never the

@@ -37,7 +37,8 @@ def test_low_window_exact(tmp_path):
     assert f.values["kernels_count"] == 60 and f.values["short_kernels_count"] == 60
     assert f.values["idle_between_short_kernels_ns"] == 59 * 8_000  # the first gap follows GEMM A
     assert f.values["explained_by_ns"] == {"TC202": 480_000, "TC201": 472_000}
-    assert f.recoverable_ns == 480_000 and f.severity == "medium"  # 16 % of the 3 ms step, but < 1 ms
+    # issue 10: a symptom, claimed by the rules of its causes; the host-side idle is shown, not claimed
+    assert f.values["explainable_ns"] == 480_000 and f.recoverable_ns == 0 and f.severity == "info"
     assert ("busy less than 50 % (threshold) in 1 window of 1 steady step, most idle before aten::add: 600.0 us, "
             "20.0 % of the analysed time") in f.message
     assert "-> see TC202 (480.0 us), TC201 (472.0 us)" in f.message
@@ -74,7 +75,7 @@ def test_nsys_without_steps_uses_the_active_window(tmp_path):
     assert f.values["busy_pct_inside"] == round(100 * 32_000 / (17 * 117_000), 1)
     assert f.values["idle_by_cause_ns"]["host-sync"] == 17 * 117_000 - 32_000
     assert f.values["explained_by_ns"] == {"TC203": 17 * 117_000 - 32_000}
-    assert f.recoverable_ns == 17 * 117_000 - 32_000 and f.severity == "high"  # 1.96 ms, 49 % of 4 ms
+    assert f.values["explainable_ns"] == 17 * 117_000 - 32_000 and f.recoverable_ns == 0  # issue 10: claims nothing
     # the wait itself (6 us .. 1.012 ms) ends before the window begins: no wait inside it
     assert "(no steps)" in f.message and "host waits" not in f.message
 

@@ -25,12 +25,13 @@ Definitions (integer ns, per device, across streams):
      rest of the window is one of, by the share (>= :data:`MAJORITY`) of it that the host
      thread spent in: data-loading ranges (``data-loading``), communication ops/ranges
      (``communication``), initialisation calls (``initialisation``), other sync waits
-     (``host-sync``); else, when the host thread was active (ops, Python, runtime calls) for
-     most of it: ``host-work`` if the window is at least :data:`HOST_PHASE_NS` long (a host
-     phase of its own: preprocessing, Python between bursts), otherwise ``launch-overhead``
-     (the host is too slow to keep the queue filled), or ``profiler-overhead`` when that
-     window looks like the profiler's own cost (see :func:`_profiler_suspect`); ``unknown``
-     when the thread shows no recorded activity for most of it.
+     (``host-sync``); else, a window of at least :data:`HOST_PHASE_NS` is ``host-work`` when
+     the thread was active (ops, Python, runtime calls) for most of it (a host phase of its
+     own: preprocessing, Python between bursts) and ``unknown`` when it shows no recorded
+     activity; a shorter window is ``launch-overhead`` (the dispatch path between two launches,
+     recorded or not: the host is too slow to keep the queue filled), or ``profiler-overhead``
+     when it looks like the profiler's own cost (see :func:`_profiler_suspect`). Without a
+     known host thread the window is ``unknown``.
   4. A next work without a recorded launch call, in a trace that records launch calls, was
      queued before the profiler window: ``outside-window``.
 
@@ -353,10 +354,11 @@ def _rest_cause(trace: Trace, host: gg.HostView, extra: _ThreadSets, th: int, r0
     wait = tl.overlap_each(r0, r1, host.wait[th])
     busy = tl.overlap_each(r0, r1, host.busy[th])
     out = np.full(len(r0), UNKNOWN, np.int64)
-    active = busy >= need
     long = w >= HOST_PHASE_NS
-    out[active & long] = HOST_WORK
-    short = active & ~long
+    out[(busy >= need) & long] = HOST_WORK
+    # a short window on the thread that launches the next work is the dispatch path, recorded
+    # or not (Python between ops, framework code nsys without NVTX does not show)
+    short = ~long
     out[short] = LAUNCH_OVERHEAD
     suspect = short & _profiler_suspect(extra, th, r0, r1, launch_median_ns)
     out[suspect] = PROFILER_OVERHEAD
