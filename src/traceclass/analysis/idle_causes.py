@@ -50,6 +50,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.analysis import gpu_gaps as gg
 from traceclass.analysis.analysed import AnalysedTime
+from traceclass.analysis.backlog import backlog_mask
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
 
@@ -102,6 +103,7 @@ class IdleCauses:
     iv_start_ns: np.ndarray
     iv_end_ns: np.ndarray
     busy_ns: dict[int, int]  # per device: busy time inside the analysed windows
+    backlog_busy_ns: dict[int, int]  # per device: the part of it only work queued before the window covers
     analysed_ns: int
     syncs: gg.SyncEvents
     host: gg.HostView
@@ -161,6 +163,8 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
                                                         "next", "hw")}
     ivd, ivs, ive = [], [], []
     busy_by: dict[int, int] = {}
+    backlog_by: dict[int, int] = {}
+    back = backlog_mask(trace)
     n_iv = 0
     for dev in gg.active_devices(trace):
         gaps = gg.device_gaps(trace, dev)
@@ -169,6 +173,9 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
         if tl.total(in_window) == 0 and not at.synthetic:
             continue
         busy_by[dev] = tl.total(in_window)
+        own = rows_all = gg.device_rows(trace, dev)
+        own = rows_all[~back[rows_all]]
+        backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns[own], gpu.end_ns[own])))
         i0, i1 = tl.subtract(at.intervals, busy)
         keep = i1 > i0
         i0, i1 = i0[keep], i1[keep]
@@ -249,7 +256,7 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
         iv_device=np.concatenate(ivd).astype(np.int64) if ivd else _empty_i64(),
         iv_start_ns=np.concatenate(ivs).astype(np.int64) if ivs else _empty_i64(),
         iv_end_ns=np.concatenate(ive).astype(np.int64) if ive else _empty_i64(),
-        busy_ns=busy_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
+        busy_ns=busy_by, backlog_busy_ns=backlog_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
     )
 
 

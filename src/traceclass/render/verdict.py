@@ -69,11 +69,15 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         idle = report.idle
         if idle is not None and d.device in idle.busy_ns and idle.analysed_ns > 0:
             # the headline: busy over the steady step wall time; the active-window share is context
-            busy = idle.busy_ns[d.device]
+            # work queued before the profiler window is not the step's (TC207)
+            back = idle.backlog_busy_ns.get(d.device, 0)
+            busy = idle.busy_ns[d.device] - back
             basis = "the trace's analysed time (no steps)" if idle.synthetic else \
                 f"the {units.duration(idle.analysed_ns)} of steady step time"
+            extra = f", plus {units.duration(back)} on work queued before the profiler window" if back else ""
             out.append(
                 f"{label} was busy {units.duration(busy)}, {units.pct(100.0 * busy / idle.analysed_ns)} of {basis}"
+                f"{extra}"
                 f" ({units.pct(d.busy_pct)} of its own {units.duration(d.window_ns)} active window: compute "
                 f"{units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, {comm}){more}."
             )
@@ -126,6 +130,10 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         text = cpu.verdict(name)
         if text:
             out.append(text)
+    for f in report.findings:
+        # trace hygiene claims no time but changes how every number reads: say it up front
+        if f.values.get("hygiene"):
+            out.append(f"Trace hygiene ({f.code}): {prose(str(f.values.get('summary') or f.message))}.")
     real = [f for f in report.findings if f.severity != "info"]
     if report.findings or report.ops or report.devices:
         if real:

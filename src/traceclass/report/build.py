@@ -602,7 +602,7 @@ def _idle_summary(trace: Trace, analysis: Analysis, idle: Any) -> IdleSummary | 
         names.mask(trace.annotations.name, lambda x: "backward" in x.lower() or "optimizer" in x.lower()).any())
     return IdleSummary(analysed_ns=at.total_ns, steps_count=at.steps_count, synthetic=at.synthetic,
                        busy_ns=dict(idle.busy_ns), idle_by_cause_ns={d: idle.by_cause(d) for d in idle.devices},
-                       inference=not train)
+                       inference=not train, backlog_busy_ns=dict(idle.backlog_busy_ns))
 
 
 def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any = None) -> tuple[Opportunity, ...]:
