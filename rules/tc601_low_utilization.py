@@ -75,6 +75,7 @@ import numpy as np
 
 from traceclass import timeline as tl
 from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.model import GpuKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
@@ -84,6 +85,9 @@ RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
                 needs=("gpu",))
 
 NO_WORK = "no-gpu-work"
+#: the rule that claims each cause of the shared idle attribution
+RULE_OF = {"launch-overhead": "TC202", "host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205",
+           "initialisation": "TC206", "outside-window": "TC207", "communication": "TC701"}
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
@@ -151,8 +155,13 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
     hi = int(np.searchsorted(gaps.start_ns, e, side="left"))
     clipped = np.minimum(gaps.end_ns[lo:hi], e) - np.maximum(gaps.start_ns[lo:hi], s)
     clipped = np.maximum(clipped, 0)
-    by_cause = np.bincount(causes.cause[lo:hi], weights=clipped.astype(np.float64),
-                           minlength=len(gg.CAUSES)).astype(np.int64)
+    # idle by cause from the shared attribution (one cause per stretch), clipped to the window;
+    # idle the attribution does not cover (warm-up steps) is counted as no-gpu-work
+    seg = ctx.idle
+    on = np.flatnonzero((seg.device == gaps.device) & (seg.end_ns > s) & (seg.start_ns < e))
+    part = np.minimum(seg.end_ns[on], e) - np.maximum(seg.start_ns[on], s)
+    by_cause = np.bincount(seg.cause[on], weights=part.astype(np.float64),
+                           minlength=len(ic.CAUSES)).astype(np.int64)
     idle = (e - s) - w["busy"]
     outside = idle - int(by_cause.sum())  # before the device's first / after its last GPU work
     limit = th["short_kernel_us"] * 1000
@@ -161,14 +170,17 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
         small = ((gpu.kind[r] == GpuKind.KERNEL) | (gpu.kind[r] == GpuKind.MEMSET)) & ~gpu.graph[r]
         return small & ((gpu.end_ns[r] - gpu.start_ns[r]) < limit)
 
-    launch = causes.cause[lo:hi] == gg.LAUNCH_OVERHEAD
-    between_short = int(clipped[launch & is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])].sum())
+    # the launch-overhead idle (shared attribution) of gaps between two short kernels
+    both = is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])
+    g0 = np.maximum(gaps.start_ns[lo:hi], s)[both]
+    g1 = np.minimum(gaps.end_ns[lo:hi], e)[both]
+    between_short = int(tl.overlap_each(g0, np.maximum(g1, g0), seg.intervals(ic.LAUNCH_OVERHEAD, gaps.device)).sum())
     rows = gg.device_rows(trace, gaps.device)
     rows = rows[(gpu.start_ns[rows] >= s) & (gpu.start_ns[rows] < e)]
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
     waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
-    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
+    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(ic.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
              top=tuple(n for n, _ in gg.name_counts(trace, gpu.name[kern])[:3]))
@@ -199,8 +211,8 @@ def _sites(ctx: Context, next_rows: np.ndarray, idle: np.ndarray) -> list[tuple[
 def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, int]:
     """Idle each launch/sync rule explains, largest first (the same time can serve two rules:
     launch-overhead idle between two short kernels is TC201's and TC202's)."""
-    out = {"TC202": idle_by_cause["launch-overhead"] + idle_by_cause["data-loading"],
-           "TC203": idle_by_cause["host-sync"], "TC201": between_short}
+    out = {code: idle_by_cause[c] for c, code in RULE_OF.items()}
+    out["TC201"] = between_short
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
 
 
@@ -211,7 +223,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     length = sum(w["end"] - w["start"] for w in steady)
     busy = sum(w["busy"] for w in steady)
     idle = length - busy
-    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*gg.CAUSES, NO_WORK)}
+    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*ic.CAUSES, NO_WORK)}
     between_short = sum(w["between_short"] for w in steady)
     kernels = sum(w["kernels"] for w in steady)
     short = sum(w["short"] for w in steady)
@@ -252,7 +264,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         ))
     # a symptom, not a cause: the idle is claimed by the rules of its causes (issue 10: one
     # cause, one finding); what those rules would recover is shown, not claimed again here
-    explainable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
+    explainable = sum(by_cause[c] for c in ("launch-overhead", "data-loading", "host-sync", "host-work",
+                                            "communication"))
     shared = ctx.idle.by_cause(dev)
     message += "; the idle of the analysed time by cause: " + ", ".join(
         f"{c} {gg.us(v)}" for c, v in sorted(shared.items(), key=lambda kv: -kv[1]) if v > 0)

@@ -176,7 +176,7 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
         own = rows_all = gg.device_rows(trace, dev)
         own = rows_all[~back[rows_all]]
         backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns[own], gpu.end_ns[own])))
-        i0, i1 = tl.subtract(at.intervals, busy)
+        i0, i1 = _split(tl.subtract(at.intervals, busy), at.step_start_ns)
         keep = i1 > i0
         i0, i1 = i0[keep], i1[keep]
         n = len(i0)
@@ -258,6 +258,25 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
         iv_end_ns=np.concatenate(ive).astype(np.int64) if ive else _empty_i64(),
         busy_ns=busy_by, backlog_busy_ns=backlog_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
     )
+
+
+def _split(iv: tl.Intervals, cuts: np.ndarray) -> tl.Intervals:
+    """Cut intervals at the given points (step starts), so no idle interval spans two steps."""
+    s, e = iv
+    cuts = np.unique(np.asarray(cuts, np.int64))
+    if len(s) == 0 or len(cuts) == 0:
+        return s, e
+    k0 = np.searchsorted(cuts, s, side="right")
+    k1 = np.searchsorted(cuts, e, side="left")
+    n_in = np.maximum(k1 - k0, 0)  # cut points strictly inside each interval
+    if not n_in.any():
+        return s, e
+    rep = n_in + 1
+    owner = np.repeat(np.arange(len(s)), rep)
+    pos = np.arange(len(owner)) - np.repeat(np.cumsum(rep) - rep, rep)  # index within its interval
+    starts = np.where(pos == 0, s[owner], cuts[np.minimum(k0[owner] + pos - 1, len(cuts) - 1)])
+    ends = np.where(pos == rep[owner] - 1, e[owner], cuts[np.minimum(k0[owner] + pos, len(cuts) - 1)])
+    return starts.astype(np.int64), ends.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- host threads
@@ -461,7 +480,12 @@ def covering_label(trace: Trace, segs: IdleCauses, sel: np.ndarray) -> list[str]
                 o = int(ops.parent[o])
             out[i] = trace.strings[int(ops.name[o])]
         elif fr[i] >= 0:
-            out[i] = trace.strings[int(py.name[fr[i]])]
+            # the innermost frame that holds the whole segment (else the outermost one)
+            f = int(fr[i])
+            s0, s1 = int(segs.start_ns[sel[i]]), int(segs.end_ns[sel[i]])
+            while (py.start_ns[f] > s0 or py.end_ns[f] < s1) and py.parent[f] >= 0:
+                f = int(py.parent[f])
+            out[i] = trace.strings[int(py.name[f])]
     return out
 
 
