@@ -1,0 +1,178 @@
+"""Issue 10: one cause per stretch of GPU idle time, exact on hand-built traces, and the rules
+that claim each cause (one root cause, one high finding)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import diagnosis_traces as dt
+from conftest import corpus
+from ruletest import findings_for
+from traceclass.analysis import analyze
+from traceclass.analysis import idle_causes as ic
+from traceclass.config import AnalysisConfig
+from traceclass.engine import run
+from traceclass.ingest import load
+from traceclass.rule import Context
+
+MS, US = dt.MS, dt.US
+
+
+def _idle(trace) -> ic.IdleCauses:
+    return Context(trace, analyze(trace, AnalysisConfig())).idle
+
+
+def _nonzero(d: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in d.items() if v}
+
+
+def _base(trace) -> int:
+    return int(min(trace.time_bounds()))
+
+
+def test_segments_tile_the_idle_exactly_once(tmp_path):
+    for make in (dt.host_preprocessing, dt.sync_then_host_work, dt.initialisation, dt.backlog,
+                 dt.profiler_overhead, dt.item_per_step):
+        t = make(tmp_path)
+        idle = _idle(t)
+        for dev in idle.devices:
+            m = idle.device == dev
+            s, e = idle.start_ns[m], idle.end_ns[m]
+            assert (e > s).all() and (s[1:] >= e[:-1]).all(), make.__name__  # sorted, disjoint
+            iv = idle.iv_device == dev
+            assert int((e - s).sum()) == int((idle.iv_end_ns[iv] - idle.iv_start_ns[iv]).sum()), make.__name__
+            assert idle.busy_ns[dev] + idle.idle_ns(dev) == idle.analysed_ns, make.__name__
+
+
+def test_host_preprocessing_with_stacks(tmp_path):
+    t = dt.host_preprocessing(tmp_path)
+    idle = _idle(t)
+    b = _base(t)
+    # steady steps 2 and 3 (10-30 ms): per step 6 ms of host work before the GEMM's launch, its
+    # 2 us launch call, 98 us until the GEMM starts, and 1 ms with nothing recorded after it
+    assert _nonzero(idle.by_cause()) == {"host-work": 12 * MS, "launch-overhead": 4 * US, "unknown": 2 * 98 * US + 2 * MS}
+    hw = np.flatnonzero(idle.cause == ic.HOST_WORK)
+    assert (idle.start_ns[hw] - b).tolist() == [10 * MS, 20 * MS] and (idle.end_ns[hw] - b).tolist() == [16 * MS, 26 * MS]
+    assert ic.covering_label(t, idle, hw) == ["pipe.py(10): preprocess"] * 2
+    assert ic.host_frames(t, idle, hw) == [("scipy/zoom.py(30): zoom", 6 * MS), ("pipe.py(10): preprocess", 4 * MS),
+                                           ("img.py(20): resize", 2 * MS)]
+    (f,) = findings_for(t, "TC205")
+    assert f.recoverable_ns == 12 * MS and f.severity == "high" and f.values["stretches_count"] == 2
+    assert f.values["top_functions_ns"] == {"zoom (scipy/zoom.py:30)": 6 * MS, "preprocess (pipe.py:10)": 4 * MS,
+                                            "resize (img.py:20)": 2 * MS}
+    assert f.location == "host work in zoom (scipy/zoom.py:30)"
+    assert "60.0 % of steady step time" in f.message and "mostly in pipe.py(10): preprocess" in f.message
+    assert findings_for(t, "TC205", min_share_pct=61.0) == []
+    # nothing named like data: TC204 stays silent; TC202 claims no host work
+    assert findings_for(t, "TC204") == []
+    assert all(f.recoverable_ns == 0 for f in findings_for(t, "TC202"))
+
+
+def test_sync_followed_by_host_work_is_bounded_by_the_blocked_time(tmp_path):
+    t = dt.sync_then_host_work(tmp_path)
+    idle = _idle(t)
+    b = _base(t)
+    # the GPU goes idle at 1.002 ms while the host waits (blocked 0.5-1.01 ms: 510 us); the
+    # host-sync part is the first 510 us of the idle, the rest of the host window host work
+    hs = np.flatnonzero(idle.cause == ic.HOST_SYNC)
+    assert (idle.start_ns[hs] - b).tolist() == [1_002 * US] and (idle.end_ns[hs] - b).tolist() == [1_512 * US]
+    assert _nonzero(idle.by_cause()) == {"host-sync": 510 * US, "host-work": 4 * MS - 1_512 * US,
+                                         "launch-overhead": 2 * US + 1, "unknown": 98 * US}
+    (s,) = findings_for(t, "TC203")
+    assert s.values["gpu_idle_ns"] == 4_002 * US - 1_002 * US  # from 1.002 ms to the launch call's return
+    assert s.recoverable_ns == 510 * US and "recovers at most the blocked time: 510.0 us" in s.message
+    (h,) = findings_for(t, "TC205")
+    assert h.recoverable_ns == 2_488 * US
+
+
+def test_initialisation_is_not_launch_overhead(tmp_path):
+    t = dt.initialisation(tmp_path)
+    idle = _idle(t)
+    # context creation 0-30 ms and cudaFree 30-36 ms fill the host window before the conv's launch,
+    # the 13 ms launch call is module loading: 49 ms of initialisation; the 100 us after it and
+    # the 4 ms after the last kernel (nothing recorded) are unknown
+    assert _nonzero(idle.by_cause()) == {"initialisation": 49 * MS, "unknown": 100 * US + 4 * MS}
+    for code in ("TC202", "TC601", "TC201"):
+        assert all(f.recoverable_ns == 0 for f in findings_for(t, code)), code
+    (f,) = findings_for(t, "TC206")
+    assert f.severity == "info" and f.recoverable_ns == 0
+    assert f.values["init_ns"] == 49 * MS and f.values["init_idle_ns"] == 49 * MS and f.values["calls_count"] == 3
+    assert f.values["calls"] == {"cudaDeviceGetStreamPriorityRange": 1, "cudaFree": 1, "cudaLaunchKernel": 1}
+    assert "schedule(wait=1, warmup=1" in f.message
+    assert findings_for(t, "TC206", min_total_ms=50.0) == []
+
+
+def test_previous_iteration_backlog_is_kept_out_of_the_step(tmp_path):
+    t = dt.backlog(tmp_path)
+    analysis, report = run(t)
+    (f,) = [f for f in report.findings if f.code == "TC207"]
+    assert f.values["rows_count"] == 5 and f.values["gpu_ns"] == 5 * MS and f.values["in_analysed_ns"] == 4 * MS
+    assert f.severity == "info" and f.recoverable_ns == 0
+    # the op groups hold the step's own GEMM only, not the mangled backlog kernels
+    assert [o.name for o in report.ops] == ["aten::mm"]
+    # the headline counts the step's own 3 ms, the backlog is stated apart
+    assert report.idle.busy_ns[0] == 7 * MS and report.idle.backlog_busy_ns[0] == 4 * MS
+    from traceclass.render.verdict import verdict_sentences
+
+    text = " ".join(verdict_sentences(report, lambda s: s))
+    assert "busy 3 ms, 30.0% of the 10 ms of steady step time, plus 4 ms on work queued before the profiler window" \
+        in text
+    assert "Trace hygiene (TC207)" in text
+
+
+def test_profiler_overhead_is_suspected_not_claimed(tmp_path):
+    t = dt.profiler_overhead(tmp_path)
+    idle = _idle(t)
+    # 10 kernels of 5 us; before each launch 93-98 us of Python frames and a 1 us op, launch
+    # calls of 4 us: host windows >= 20 x the median launch call, ops < 25 % of them
+    by = idle.by_cause()
+    assert by["profiler-overhead"] == 1_900 * US and by["launch-overhead"] == 40 * US
+    (f,) = findings_for(t, "TC202")
+    assert f.values["cause"] == "profiler-overhead" and f.recoverable_ns == 0 and f.values["gaps_count"] == 9
+    assert "(suspected)" in f.message
+
+
+def test_one_root_cause_one_high_finding(tmp_path):
+    """A planted .item() per step: before issue 10, TC202, TC203, TC303 and TC601 were all high."""
+    t = dt.item_per_step(tmp_path)
+    _, report = run(t)
+    high = [f for f in report.findings if f.severity == "high"]
+    assert [f.code for f in high] == ["TC203"]
+    (s,) = high
+    # three steady steps; the GPU drains during the wait (copy ends at S + 4.012 ms) and stays
+    # idle until the next step starts at S + 5 ms: 988 us of host-sync per step (within the
+    # 2.953 ms wait); the last step's idle is followed by no work, so it causes nothing
+    assert s.values["syncs_count"] == 3 and s.recoverable_ns == 2 * 988 * US
+    for code in ("TC303", "TC601"):
+        (f,) = [f for f in report.findings if f.code == code]
+        assert f.recoverable_ns == 0 and "TC203" in f.message
+    assert all(f.recoverable_ns == 0 for f in report.findings if f.code == "TC202")
+
+
+def test_opportunities_are_additive(tmp_path):
+    for make in (dt.host_preprocessing, dt.sync_then_host_work, dt.item_per_step):
+        t = make(tmp_path)
+        _, report = run(t)
+        idle_total = sum(sum(c.values()) for c in report.idle.idle_by_cause_ns.values())
+        opp = report.opportunities
+        assert sum(o.recoverable_ns for o in opp) <= report.idle.analysed_ns, make.__name__
+        assert sum(o.recoverable_ns for o in opp if o.idle_cause) <= idle_total, make.__name__
+        causes = [o.idle_cause for o in opp if o.idle_cause]
+        assert len(causes) == len(set(causes)), make.__name__
+
+
+def test_corpus_timesformer_is_host_bound():
+    path = corpus("torch", "gpu", "h100_timesformer_inference.json.gz")
+    _, report = run(load(path))
+    (f,) = [f for f in report.findings if f.code == "TC205"]
+    # 218 ms of the 383 ms step: the HF pipeline's video decode and normalisation before the first kernel
+    assert f.recoverable_ns == 217_953_898 and f.severity == "high"
+    assert list(f.values["top_functions_ns"])[:2] == ["normalize (transformers/image_transforms.py:390)",
+                                                      "<built-in method astype of numpy.ndarray object>"]
+    assert report.opportunities[0].source == "TC205"
+    from traceclass.render.verdict import verdict_sentences
+
+    text = " ".join(verdict_sentences(report, lambda s: s))
+    assert "was busy 158 ms, 41.4% of the 383 ms of steady step time" in text
+    assert "The step is host-bound" in text
+    assert sum(o.recoverable_ns for o in report.opportunities) <= report.idle.analysed_ns
