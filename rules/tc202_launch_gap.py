@@ -92,7 +92,7 @@ FIXES = {
     "host-sync": "Remove the sync from the step (see TC203): no .item()/.cpu()/print(tensor) per iteration, "
                  "non_blocking copies into pinned memory, one sync per step at most.",
     "data-loading": "Feed the GPU from background workers: more DataLoader num_workers, pin_memory=True, "
-                    "prefetch_factor, decode/augment outside the training thread.",
+                    "prefetch_factor, decode/augment outside the step's thread.",
     "unknown": "Inspect the gaps in a timeline viewer: the launching thread shows no activity that explains them "
                "(work queued before the profiler started, a cross-stream wait, or untraced host code).",
 }

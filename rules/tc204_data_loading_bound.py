@@ -71,7 +71,7 @@ RULE = RuleInfo(code="TC204", name="data-loading-bound", family="data",
                 summary="the step loop waits for data: DataLoader and data/preprocess ranges, share of step time")
 
 MAX_EVIDENCE = 50
-FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
+FIX = ("Load data off the step's thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
        "pin_memory=True on GPU runs) with .to(device, non_blocking=True); move decode and augmentation into the "
        "Dataset (run by the workers) or onto the GPU; cache decoded samples.")
 
