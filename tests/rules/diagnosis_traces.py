@@ -88,12 +88,12 @@ def backlog(tmp_path: Path) -> Trace:
 
 
 def profiler_overhead(tmp_path: Path) -> Trace:
-    """No steps. Inside Python ``output_code.py(40): call`` (0-2 ms), 10 trivial
+    """No steps. Inside Python ``output_code.py(40): call`` (0-1.012 ms), 10 trivial
     ``aten::empty_strided`` (1 us each) 100 us apart from 0.1 ms, each followed 1 us later by a
     4 us launch of a 5 us kernel that starts 1 us after the call returns; between the ops only
     Python frames (``triton/launcher.py(7): run``) are recorded."""
     b = KinetoBuilder()
-    b.python("output_code.py(40): call", 0, 2 * MS, py_id=1, parent_id=0)
+    b.python("output_code.py(40): call", 0, 1_012 * US, py_id=1, parent_id=0)
     for i in range(10):
         t = 100 * US + i * 100 * US
         b.python("triton/launcher.py(7): run", t - 90 * US, 88 * US, py_id=10 + i, parent_id=1)
@@ -123,3 +123,23 @@ def item_per_step(tmp_path: Path) -> Trace:
         corr = b.runtime("cudaStreamSynchronize", s + 1_060 * US, 2_953 * US, ext=lsd)
         b.sync("Stream Sync", s + 1_060 * US, 2_953 * US, stream=7, corr=corr)
     return load(b.write(tmp_path / "item.json"))
+
+
+def mtia_device(tmp_path: Path) -> Trace:
+    """Two 2 ms steps (step 1 warm-up), no deviceProperties. Per step S: ``aten::mm`` launches
+    through ``mtiaLaunchKernel`` (category ``mtia_runtime``, S + 0.1 ms, 5 us) a device event
+    (category ``mtia_ccp_events``, device 0) that runs S + 0.2 - 1.2 ms; Python preprocessing
+    ``prep.py(3): load`` S + 1.2 - 2.0 ms launches nothing."""
+    b = KinetoBuilder(gpu_name=None)
+    for n in range(2):
+        s = n * 2 * MS
+        b.step(n + 1, s, 2 * MS)
+        mm = b.op("aten::mm", s + 100 * US, 10 * US)
+        b.launch(mm, "mtia_matmul_kernel", s + 100 * US, s + 200 * US, 1 * MS, cpu_dur=5 * US, api="mtiaLaunchKernel")
+        b.python("prep.py(3): load", s + 1_200 * US, 800 * US, py_id=n + 1, parent_id=0)
+    for e in b.events:
+        if e["cat"] == "kernel":
+            e["cat"] = "mtia_ccp_events"
+        elif e["cat"] == "cuda_runtime":
+            e["cat"] = "mtia_runtime"
+    return load(b.write(tmp_path / "mtia.json"))

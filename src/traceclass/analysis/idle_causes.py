@@ -399,14 +399,16 @@ def _rest_cause(trace: Trace, host: gg.HostView, extra: _ThreadSets, th: int, r0
 def _profiler_suspect(extra: _ThreadSets, th: int, r0: np.ndarray, r1: np.ndarray, launch_median_ns: int) -> np.ndarray:
     """Host windows that look like the profiler's own cost: the trace records Python frames
     (``with_stack``), the window is >= :data:`PROFILER_GAP_RATIO` times the thread's median
-    launch call, ops and runtime calls fill < :data:`PROFILER_OPS_SHARE` of it and Python frames
-    most of it: trivial ops far apart while a launch takes microseconds."""
+    launch call, it holds ops or runtime calls but they fill < :data:`PROFILER_OPS_SHARE` of it,
+    and Python frames most of it: trivial ops far apart while a launch takes microseconds."""
     if launch_median_ns <= 0 or tl.total(extra.python[th]) == 0:
         return np.zeros(len(r0), bool)
     w = r1 - r0
     rec = tl.overlap_each(r0, r1, extra.recorded[th])
     py = tl.overlap_each(r0, r1, extra.python[th])
-    return (w >= PROFILER_GAP_RATIO * launch_median_ns) & (rec < PROFILER_OPS_SHARE * w) & (py >= MAJORITY * w)
+    # the trivial ops must be there: a window without any op is Python work, not the profiler's
+    return (w >= PROFILER_GAP_RATIO * launch_median_ns) & (rec > 0) & (rec < PROFILER_OPS_SHARE * w) & \
+        (py >= MAJORITY * w)
 
 
 def _take(col: np.ndarray, idx: np.ndarray, fill: int = 0) -> np.ndarray:
