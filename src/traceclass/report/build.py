@@ -605,43 +605,69 @@ def _idle_summary(trace: Trace, analysis: Analysis, idle: Any) -> IdleSummary | 
                        inference=not train, backlog_busy_ns=dict(idle.backlog_busy_ns))
 
 
+#: busy-time findings that measure the same GPU time: copies (exposed, pageable staging,
+#: waited-for, layout copies) and matmul/conv kernels (tensor-core eligibility); the roofline
+#: rows of copy or matmul/conv ops join the same group. Each group counts once.
+_BUSY_GROUP = {"TC301": "copies", "TC302": "copies", "TC303": "copies", "TC401": "copies", "TC101": "matmuls"}
+_COPY_OP = ("copy", "contiguous", "clone", "memcpy", "memset", "to_copy", "reshape", "transpose", "permute")
+_MATMUL_OP = ("mm", "matmul", "linear", "conv", "einsum", "gemm", "addmm", "bmm")
+
+
+def _roofline_group(name: str) -> str:
+    low = name.lower()
+    if any(w in low for w in _COPY_OP):
+        return "copies"
+    tail = low.split("::")[-1]
+    if any(tail == w or tail.startswith(w) or tail.endswith(w) for w in _MATMUL_OP) or "conv" in tail:
+        return "matmuls"
+    return "op:" + name
+
+
 def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any = None) -> tuple[Opportunity, ...]:
-    """Largest recoverable times, additive: each idle cause of the shared attribution counts once
-    (rules that claim the same cause, TC201 storms inside TC202's launch overhead, are merged and
-    capped at that cause's idle), and roofline gaps (time above an op's lower bound, GPU busy
-    time, disjoint from idle time) come in as their own items."""
+    """Largest recoverable times, additive (no stretch of time counted twice): each idle cause of
+    the shared attribution counts once (rules that claim the same cause, TC201 storms inside
+    TC202's launch overhead, are merged and capped at that cause's idle); busy-time findings and
+    roofline gaps that measure the same kernels (copies; matmuls/convolutions) count once, the
+    largest standing for the group; roofline gaps of other ops are disjoint op groups."""
     real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
     by_cause: dict[str, list[Finding]] = {}
-    out = []
+    items: list[tuple[str, Opportunity]] = []  # (overlap group, opportunity)
     for f in real:
         cause = f.values.get("idle_cause") if isinstance(f.values, Mapping) else None
         if cause:
             by_cause.setdefault(cause, []).append(f)
         else:
-            out.append(Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code))
+            group = _BUSY_GROUP.get(f.code, f"{f.code}|{f.location}")
+            items.append((group, Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)))
+    out = []
     for cause, group in by_cause.items():
         group.sort(key=lambda f: -f.recoverable_ns)
         total = sum(f.recoverable_ns for f in group)
         if idle is not None:
             total = min(total, idle.total(CAUSE_INDEX[cause]))
         top = group[0]
-        others = tuple(sorted({f.code for f in group[1:]} - {top.code}))
-        out.append(Opportunity(title=top.message, recoverable_ns=total, source=top.code,
-                               merged=tuple(sorted({f.code for f in group} - {top.code})) if others else (),
+        merged = tuple(sorted({f.code for f in group} - {top.code}))
+        out.append(Opportunity(title=top.message, recoverable_ns=total, source=top.code, merged=merged,
                                idle_cause=cause))
     gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
         pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
-        out.append(
-            Opportunity(
-                title=f"{o.name} runs at {pct} of its {roof} roof",
-                recoverable_ns=int(o.gap_ns or 0),
-                source="roofline",
-                names=(o.name,),
-            )
-        )
+        items.append((_roofline_group(o.name), Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof",
+                                                           recoverable_ns=int(o.gap_ns or 0), source="roofline",
+                                                           names=(o.name,))))
+    groups: dict[str, list[Opportunity]] = {}
+    for g, opp in items:
+        groups.setdefault(g, []).append(opp)
+    for g, members in groups.items():
+        if g.startswith("op:"):  # distinct op groups of one name (other shapes) are disjoint
+            out.extend(members)
+            continue
+        members.sort(key=lambda o: -o.recoverable_ns)
+        top = members[0]
+        others = tuple(dict.fromkeys(m.source for m in members[1:]))
+        out.append(dataclasses.replace(top, overlaps=others) if others else top)
     out.sort(key=lambda o: -o.recoverable_ns)
     return tuple(out[:5])
 
