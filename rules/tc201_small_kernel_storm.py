@@ -224,7 +224,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
+                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed ({ctx.time_word})"
                 + ("" if host else ", within the launch-overhead idle of the shared attribution; gaps >= 30 us "
                    "inside storms are also listed by TC202: the opportunities count launch overhead once"))
     warm = [s for s in group if not s["steady"]]

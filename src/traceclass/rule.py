@@ -121,6 +121,11 @@ class Context:
         steps (no "steady step" wording in a trace that has none)."""
         return "the trace's time (no steps)" if self.analysed.synthetic else "steady step time"
 
+    @property
+    def steps_word(self) -> str:
+        """Where the analysed time lies, for messages: "the steady steps", or "the trace (no steps)"."""
+        return "the trace (no steps)" if self.analysed.synthetic else "the steady steps"
+
     def severity(self, recoverable_ns: int) -> str:
         """The shared scale: :func:`severity_for` against ``analysed_ns`` with the floors
         :data:`HIGH_MIN_NS` / :data:`MEDIUM_MIN_NS`; ``info`` when nothing is recoverable."""
