@@ -143,3 +143,14 @@ def mtia_device(tmp_path: Path) -> Trace:
         elif e["cat"] == "cuda_runtime":
             e["cat"] = "mtia_runtime"
     return load(b.write(tmp_path / "mtia.json"))
+
+
+def communication_wait(tmp_path: Path) -> Trace:
+    """No steps. GEMM 0-1 ms (launched at 0); the host waits in ``record_param_comms`` 0.5-3.5 ms
+    (a collective on another process: Gloo, or NCCL's host-side wait); ``aten::mm`` launches the
+    next GEMM at 3.5 ms (call 2 us), it runs 3.6-4.0 ms."""
+    b = KinetoBuilder()
+    b.launch(b.op("aten::mm", 0, 10 * US), "gemm_a", 1 * US, 0, 1 * MS, cpu_dur=2 * US)
+    b.op("record_param_comms", 500 * US, 3 * MS)
+    b.launch(b.op("aten::mm", 3_500 * US, 10 * US), "gemm_b", 3_500 * US, 3_600 * US, 400 * US, cpu_dur=2 * US)
+    return load(b.write(tmp_path / "comm.json"))

@@ -193,3 +193,12 @@ def test_mtia_device_events_are_a_device_timeline(tmp_path):
     assert idle.busy_ns == {0: 1 * MS}
     assert _nonzero(idle.idle_by_cause_ns[0]) == {"launch-overhead": 905 * US, "unknown": 95 * US}
     assert [o.name for o in report.ops] == ["aten::mm"]
+
+
+def test_communication_wait(tmp_path):
+    t = dt.communication_wait(tmp_path)
+    idle = _idle(t)
+    # idle 1.0-3.6 ms: host window 1.0-3.5 ms inside record_param_comms (100 %), the call, the queue
+    assert _nonzero(idle.by_cause()) == {"communication": 2_500 * US, "launch-overhead": 2 * US, "unknown": 98 * US}
+    # the gap is mostly communication: not TC202's launch overhead, not TC205's host work
+    assert findings_for(t, "TC202") == [] and findings_for(t, "TC205") == []

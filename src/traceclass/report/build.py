@@ -597,12 +597,9 @@ def _idle_summary(trace: Trace, analysis: Analysis, idle: Any) -> IdleSummary | 
     from traceclass.analysis.analysed import analysed_time
 
     at = analysed_time(analysis)
-    names = trace.strings
-    train = names.mask(trace.ops.name, lambda x: "backward" in x.lower() or "optimizer" in x.lower()).any() or bool(
-        names.mask(trace.annotations.name, lambda x: "backward" in x.lower() or "optimizer" in x.lower()).any())
     return IdleSummary(analysed_ns=at.total_ns, steps_count=at.steps_count, synthetic=at.synthetic,
                        busy_ns=dict(idle.busy_ns), idle_by_cause_ns={d: idle.by_cause(d) for d in idle.devices},
-                       inference=not train, backlog_busy_ns=dict(idle.backlog_busy_ns))
+                       backlog_busy_ns=dict(idle.backlog_busy_ns))
 
 
 #: busy-time findings that measure the same GPU time: copies (exposed, pageable staging,

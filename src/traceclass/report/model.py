@@ -213,7 +213,6 @@ class IdleSummary:
     synthetic: bool  # no steps: the whole trace is the analysed time
     busy_ns: dict[int, int]  # per device: GPU busy inside the analysed time
     idle_by_cause_ns: dict[int, dict[str, int]]  # per device: idle of the analysed time by cause
-    inference: bool = False  # no backward or optimizer in the trace
     backlog_busy_ns: dict[int, int] = dataclasses.field(default_factory=dict)  # per device: busy_ns part that
     #                                  only work queued before the profiler window covers
 
