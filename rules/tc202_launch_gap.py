@@ -47,9 +47,10 @@ Example
 -------
 Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
 -> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
-the copy ends, while the host waits, and stays idle 100 us until the next kernel: ``host-sync``.
-The 48 us before ``aten::sum``'s kernel, with the host running ops 75 % of the time before the
-launch, is ``launch-overhead``.
+the copy ends, while the host waits, and stays idle 100 us until the next kernel: 40 us of it
+(the time the host was blocked) are host-sync idle, claimed by TC203 and named here; the rest,
+the host dispatching the next op, is launch overhead. With the 48 us before ``aten::sum``'s
+kernel, three gaps of 178 us in all are mostly launch overhead: 127 us claimed.
 
 Thresholds
 ----------

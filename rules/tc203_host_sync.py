@@ -21,10 +21,9 @@ the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one
 device: the idle gap that starts while the host waits (the GPU drained its queue during the
 wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
 counted until the launch call of the work that ends the gap returned (time after that is a
-GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
-``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
-host window or most of the gap lies after the next launch. Gaps that start before the wait
-were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
+GPU-side wait); a gap is charged to one wait only. TC202 names the host-sync part of its gaps
+and claims none of it. Gaps that start before the wait were not caused by it (the shared
+attribution gives them their own cause); a wait at the end of the trace, after the last
 GPU work, causes nothing measurable. When the thread launches at most
 ``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
 pattern: the host never queues work ahead of the GPU.
@@ -48,7 +47,8 @@ Example
 ``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
 1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
 (during the wait) and stays idle until the host has run the Python that launches the next
-kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
+kernel: 99 us until that launch call returned, 3.1 % of the step; the host was blocked 40 us,
+so 40 us are recoverable. Site ``aten::item in
 aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
 
 Thresholds
@@ -58,8 +58,13 @@ Thresholds
   message then names the sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254
   launches, 2,256 stream syncs).
 
-Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
-remains between already-queued kernels) against the analysed time, the wall time of the
+Recoverable time, per wait: the smaller of its caused idle (minus the 2 us GPU-side gap that
+remains between already-queued kernels) and its host-sync part in the shared idle attribution
+(:mod:`traceclass.analysis.idle_causes`), which is at most the time the host was blocked:
+without the wait the host runs ahead by no more than that, so serial host work after it (the
+host preprocessing the next input) stays exposed and is attributed to its own cause (TC205,
+TC202). TC303 reports waited-for copies of the same waits and points here.
+Severity: that time of the steady-state steps against the analysed time, the wall time of the
 steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
 ``info`` when the site caused no measurable idle. Location: the site (op or call and source
 line or op chain), never a device index.
