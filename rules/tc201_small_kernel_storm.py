@@ -72,6 +72,10 @@ Thresholds
   fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a layer's element-wise tail
   (norm, residual add, activation, casts) without listing whole layers.
 
+Recoverable time (GPU storms): the idle inside the storm windows minus the floor per gap, and
+at most its launch-overhead part in the shared idle attribution
+(:mod:`traceclass.analysis.idle_causes`): a sync or a host phase inside a window belongs to
+its own rule. That time is part of TC202's launch overhead; the verdict counts the two once.
 Severity: recoverable time against the analysed time, the wall time of the steady-state steps
 (the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
 steps, or launched outside any step, are counted apart and recover nothing. Location: the user

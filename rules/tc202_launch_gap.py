@@ -234,6 +234,14 @@ def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gg.GapCauses) -> st
         h = causes.host_window_ns[sel]
         return (f"; host busy {gg.pct(causes.busy_ns[sel].sum(), h.sum())} % of the time before the next launch"
                 if h.sum() else "")
+    if cause == "profiler-overhead":
+        # the evidence of the suspicion: launch calls take microseconds, the windows far more
+        th = causes.thread[sel]
+        med = ctx.idle.launch_median_ns[th[th >= 0]] if (th >= 0).any() else np.zeros(0, np.int64)
+        h = causes.host_window_ns[sel]
+        return (f"; launch calls take a median {gg.us(int(np.median(med)))} on the launching thread while the "
+                f"{plural(len(sel), 'window')} before the launches average {gg.us(int(h.mean()))}, filled by Python "
+                f"frames (with_stack) with trivial ops between them" if len(med) and len(h) else "")
     return ""
 
 

@@ -45,12 +45,16 @@ Thresholds
     ``## load_batch ##`` match and ``DistributedDataParallel.forward`` or ``offload`` do not;
     set it to match your own stage names (Python ``re`` syntax).
 
-    Recoverable time: on GPU traces the GPU idle inside the data ranges (the most idle device):
-    time the loop's waiting cost the device; on CPU-only traces the data time itself. An upper
-    bound: workers still hand over each batch (unpickling, ``pin_memory``), typically well under
-    a millisecond per batch. TC202 sees the same idle as ``data-loading`` gaps, and TC701 the
-    collectives that run inside data ranges (TorchRec's input all-to-all in ``sparse_data_dist``:
-    corpus a100_train_rank0_of16, 74 % of the step in data ranges, 388 ms of GPU idle in them).
+    Recoverable time: on GPU traces the idle the shared idle attribution
+    (:mod:`traceclass.analysis.idle_causes`) gives to ``data-loading`` (the launching thread in a
+    data range for most of the host window before the next launch), on the most affected
+    device; on CPU-only traces the data time itself. An upper bound: workers still hand over
+    each batch (unpickling, ``pin_memory``), typically well under a millisecond per batch. No
+    other rule claims that idle (TC202 names it). The GPU idle inside the data ranges is shown
+    as well, but much of it can be the GPU waiting inside a graph replay or on a collective:
+    corpus a100_train_rank0_of16 spends 74 % of the step in data ranges (TorchRec's input
+    all-to-all in ``sparse_data_dist``, which TC701 reports) with 388 ms of GPU idle in them, of
+    which 6.68 ms is data loading by the attribution.
 """
 
 from __future__ import annotations
