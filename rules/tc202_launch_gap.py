@@ -125,7 +125,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         return
     st = gg.steps(trace, ctx.analysis)
     step_of_row = gg.gpu_steps(trace, st)
-    host = gg.host_view(trace, gg.sync_events(trace))
+    host = ctx.idle.host  # the host view and sync events of the shared attribution, computed once
     min_gap = int(th["min_gap_us"] * 1000)
     devices = gg.active_devices(trace)
     for dev in devices:

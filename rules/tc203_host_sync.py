@@ -96,7 +96,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
     if not (trace.gpu.kind != GpuKind.SYNC).any():
         return
-    ev = gg.sync_events(trace)
+    ev = ctx.idle.syncs  # computed once, with the shared idle attribution
     if len(ev) == 0:
         return
     st = gg.steps(trace, ctx.analysis)

@@ -95,8 +95,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if not (trace.gpu.kind != GpuKind.SYNC).any():
         return
     st = gg.steps(trace, ctx.analysis)
-    ev = gg.sync_events(trace)
-    host = gg.host_view(trace, ev)
+    ev = ctx.idle.syncs  # computed once, with the shared idle attribution
+    host = ctx.idle.host
     devices = gg.active_devices(trace)
     for dev in devices:
         gaps = gg.device_gaps(trace, dev)
