@@ -131,11 +131,14 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
     out = []
     for dev in gg.active_devices(trace):
         gaps = gg.device_gaps(trace, dev)
-        lo_iv = ctx.idle.intervals(ic.LAUNCH_OVERHEAD, dev)
-        for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
-                               int(th["min_kernels_count"]), step_of):
-            if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
-                continue
+        runs = [r for r in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
+                                       int(th["min_kernels_count"]), step_of)
+                if r.busy_ns * 100 < th["max_busy_pct"] * r.window_ns]
+        # launch-overhead idle (shared attribution) inside each storm window, all runs at once
+        lo_in = tl.overlap_each(np.array([r.start_ns for r in runs], np.int64),
+                                np.array([r.end_ns for r in runs], np.int64),
+                                ctx.idle.intervals(ic.LAUNCH_OVERHEAD, dev)).tolist() if runs else []
+        for run, lo in zip(runs, lo_in):
             rows = run.rows
             a = gpu.api[rows]
             a = a[a >= 0]
@@ -147,8 +150,7 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
                 # the storm's idle, minus the floor, within its launch-overhead part of the shared
                 # idle attribution (a sync or host phase inside the window belongs to its own rule)
-                recoverable=min(int(np.maximum(run.gaps_ns - floor, 0).sum()),
-                                tl.total(tl.clip(lo_iv, run.start_ns, run.end_ns))),
+                recoverable=min(int(np.maximum(run.gaps_ns - floor, 0).sum()), int(lo)),
                 ops=gg.name_counts(trace, op_codes),
                 source=gg.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
             ))
