@@ -204,3 +204,15 @@ def test_communication_wait(tmp_path):
     assert _nonzero(idle.by_cause()) == {"communication": 2_500 * US, "launch-overhead": 2 * US, "unknown": 98 * US}
     # the gap is mostly communication: not TC202's launch overhead, not TC205's host work
     assert findings_for(t, "TC202") == [] and findings_for(t, "TC205") == []
+
+
+def test_no_steady_step_wording_without_steps(tmp_path):
+    from traceclass.render.markdown import render
+
+    t = dt.sync_then_host_work(tmp_path)
+    _, report = run(t)
+    text = render(report)
+    verdict = text.split("## Findings")[0]
+    assert "busy 1.9 ms, 38.0% of the trace's analysed time (no steps)" in verdict
+    assert "steady step" not in verdict and "training" not in text
+    assert "additive, no time counted twice: together 3 ms of the 5 ms analysed" in verdict
