@@ -6,9 +6,9 @@ Runtime/driver calls in the analysed time that set up the process rather than ru
 least 1 ms long (``INIT_CALL_NS`` of :mod:`traceclass.analysis.idle_causes`): CUDA/HIP context
 creation (the first call of a process, e.g. a 30 s ``cudaDeviceGetStreamPriorityRange``),
 ``cudaFree``/``cudaMalloc``/``cudaHostAlloc`` growth, module and library loading
-(``cuModuleLoad*``, ``cuLibraryLoad*``), ``cudnnCreate``/``cublasCreate``, and kernel launch
-calls that take milliseconds (lazy module loading on the first call of a kernel: the first
-``cudnn_convolution`` of a fresh process). It reports their time, the ops they ran in, and the
+(``cuModuleLoad*``, ``cuLibraryLoad*``), ``cudnnCreate``/``cublasCreate``, and the first launch call of a kernel when it takes
+milliseconds (lazy module loading: the first ``cudnn_convolution`` of a fresh process; a later
+long launch call is a full launch queue, not setup). It reports their time, the ops they ran in, and the
 GPU idle the shared idle attribution gives to ``initialisation``, which TC202 and TC601 then
 no longer see as launch overhead.
 
@@ -49,7 +49,6 @@ import numpy as np
 
 from traceclass.analysis import idle_causes as ic
 from traceclass.analysis.gpu_gaps import name_counts, pct, us
-from traceclass.model import ApiKind
 from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
 
 RULE = RuleInfo(code="TC206", name="initialization-captured", family="utilization",
@@ -64,11 +63,8 @@ def init_calls(ctx: Context) -> np.ndarray:
     api = ctx.trace.api
     if len(api) == 0:
         return np.zeros(0, np.int64)
-    long = (api.end_ns - api.start_ns) >= ic.INIT_CALL_NS
-    named = ctx.trace.strings.mask(api.name, lambda s: ic.INIT_API.search(s) is not None)
-    launch = api.kind == ApiKind.LAUNCH
     inside = ctx.analysed.holds(api.start_ns) if not ctx.analysed.synthetic else np.ones(len(api), bool)
-    return np.flatnonzero(long & (named | launch) & inside)
+    return np.flatnonzero(ic.init_api_mask(ctx.trace) & inside)
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:

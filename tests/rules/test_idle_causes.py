@@ -216,3 +216,21 @@ def test_no_steady_step_wording_without_steps(tmp_path):
     assert "busy 1.9 ms, 38.0% of the trace's analysed time (no steps)" in verdict
     assert "steady step" not in verdict and "training" not in text
     assert "additive, no time counted twice: together 3 ms of the 5 ms analysed" in verdict
+
+
+def test_a_long_later_launch_is_a_full_queue_not_initialisation(tmp_path):
+    """The same kernel launched twice, each launch call 2 ms: the first is module loading
+    (initialisation), the second (GPU idle while it blocks) is not."""
+    from kineto_builder import KinetoBuilder
+
+    b = KinetoBuilder()
+    b.launch(b.op("aten::add", 0, 2_100 * US), "add_kernel", 0, 2_100 * US, 1 * MS, cpu_dur=2 * MS)
+    b.launch(b.op("aten::add", 3 * MS, 2_100 * US), "add_kernel", 3 * MS, 5_100 * US, 1 * MS, cpu_dur=2 * MS)
+    t = load(b.write(tmp_path / "relaunch.json"))
+    mask = ic.init_api_mask(t)
+    assert mask.tolist() == [True, False]
+    idle = _idle(t)
+    # 0-2.1 ms idle: the first call (0-2 ms) is initialisation, 100 us queue; 3.1-5.1 ms idle: the
+    # second call (3.0-5.0 ms) covers 3.1-5.0 ms: launch overhead, then 100 us queue
+    assert _nonzero(idle.by_cause()) == {"initialisation": 2 * MS, "launch-overhead": 1_900 * US,
+                                         "unknown": 200 * US}

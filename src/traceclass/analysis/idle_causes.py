@@ -15,8 +15,9 @@ Definitions (integer ns, per device, across streams):
   1. *queue*: from the end of the next work's launch call to the interval end: the GPU had the
      work and waited on something else (a stream/event dependency): ``unknown``.
   2. *call*: the launch call itself: ``host-sync`` when it blocks (``cudaMemcpy`` from pageable
-     memory), ``initialisation`` when it takes at least :data:`INIT_CALL_NS` (first-call module
-     loading, lazy cuDNN/cuBLAS setup), else ``launch-overhead``.
+     memory), ``initialisation`` when it is an initialisation call (:func:`init_api_mask`: the
+     first launch of a kernel taking at least :data:`INIT_CALL_NS`, module loading, lazy
+     cuDNN/cuBLAS setup), else ``launch-overhead``.
   3. *host window*: interval start -> start of that launch call (the whole interval when no
      launch ends it). When the GPU went idle while the host thread was blocked in a sync (the
      wait drained the queue), the first ``min(window, blocked time of that wait)`` is
@@ -84,6 +85,32 @@ INIT_API = re.compile(
 #: host ranges and ops that wait for a collective
 COMM_NAME = re.compile(r"(?i)(nccl|rccl|c10d::|record_param_comms|gloo|allreduce|all_reduce|allgather|all_gather|"
                        r"reduce_scatter|alltoall|all_to_all|broadcast_|barrier)")
+
+
+def init_api_mask(trace: Trace) -> np.ndarray:
+    """Mask over ``trace.api``: initialisation calls of at least :data:`INIT_CALL_NS`: setup calls
+    (:data:`INIT_API`), and kernel launch calls that are the first launch of their kernel in the
+    trace (lazy module loading, first-call cuDNN/cuBLAS setup). A later long launch call is a full
+    launch queue (the host ran far ahead), not initialisation."""
+    api, gpu = trace.api, trace.gpu
+    long = (api.end_ns - api.start_ns) >= INIT_CALL_NS
+    named = trace.strings.mask(api.name, lambda s: INIT_API.search(s) is not None) & long
+    rows = np.flatnonzero((gpu.api >= 0) & (gpu.kind == GpuKind.KERNEL))
+    if len(rows):
+        a = gpu.api[rows]
+        rows, a = rows[long[a] & (api.kind[a] == ApiKind.LAUNCH)], a[long[a] & (api.kind[a] == ApiKind.LAUNCH)]
+    if len(rows):
+        # first launch of each kernel name: the earliest launch call among all of that name's rows
+        every = np.flatnonzero((gpu.api >= 0) & (gpu.kind == GpuKind.KERNEL))
+        t = api.start_ns[gpu.api[every]]
+        # the full (templated) name tells instantiations apart that share a short display name
+        key = np.where(gpu.full_name[every] >= 0, gpu.full_name[every], gpu.name[every])
+        order = np.lexsort((t, key))
+        names = key[order]
+        first = np.r_[True, names[1:] != names[:-1]]
+        first_api = gpu.api[every][order][first]
+        named[np.intersect1d(a, first_api)] = True
+    return named
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +185,7 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
     launch_med = _launch_medians(trace, host)
     main_thread = _main_thread(trace, host)
     blocking = gg.blocking_api_mask(trace)
+    init_calls = init_api_mask(trace)
     has_launches = bool(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], np.int8)).any())
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("device", "s", "e", "cause", "interval", "thread", "event",
                                                         "next", "hw")}
@@ -201,9 +229,8 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
         c0 = np.clip(l0, i0, i1)
         c1 = np.clip(l1, i0, i1)  # call part [c0, c1)
         q0 = c1  # queue part [c1, i1) when a launch is recorded
-        call_ns = l1 - l0
         call_cause = np.where(_take(blocking, a, False), HOST_SYNC,
-                              np.where(call_ns >= INIT_CALL_NS, INITIALISATION, LAUNCH_OVERHEAD))
+                              np.where(_take(init_calls, a, False), INITIALISATION, LAUNCH_OVERHEAD))
         # host window: a sync that drained the queue first, then one cause for the rest
         ev = np.full(n, -1, np.int64)
         sync_end = i0.copy()
@@ -297,7 +324,7 @@ def _thread_sets(trace: Trace, host: gg.HostView) -> _ThreadSets:
     names = trace.strings
     comm_ops = names.mask(ops.name, lambda s: COMM_NAME.search(s) is not None)
     comm_ann = (ann.kind == AnnotationKind.COMMUNICATION) | names.mask(ann.name, lambda s: COMM_NAME.search(s) is not None)
-    init_api = names.mask(api.name, lambda s: INIT_API.search(s) is not None) & (api.end_ns - api.start_ns >= INIT_CALL_NS)
+    init_api = init_api_mask(trace)
     n = len(host.pid)
 
     def per_thread(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> list[tl.Intervals]:
