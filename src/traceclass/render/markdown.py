@@ -265,7 +265,9 @@ def _timeline(r: Report) -> str:
         if d.launches:
             bits.append(f"{d.launches} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
                         f"P90 {units.duration(d.launch_delay_p90_ns)}, max {units.duration(d.launch_delay_max_ns)}; "
-                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call")
+                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call"
+                        + ("; a launch delay of milliseconds means a deep queue (the host runs ahead of the GPU), "
+                           "not a slow launch" if (d.launch_delay_p50_ns or 0) >= 1e6 else ""))
         if bits:
             out.append(f"\nDevice {d.device}: " + "; ".join(bits) + ".")
         if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:
