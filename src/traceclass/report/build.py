@@ -610,9 +610,11 @@ _COPY_OP = ("copy", "contiguous", "clone", "memcpy", "memset", "to_copy", "resha
 _MATMUL_OP = ("mm", "matmul", "linear", "conv", "einsum", "gemm", "addmm", "bmm")
 
 
-def _roofline_group(name: str) -> str:
+def _roofline_group(name: str, layout_copies: bool = False) -> str:
     low = name.lower()
     if any(w in low for w in _COPY_OP):
+        return "copies"
+    if layout_copies and "conv" in low:  # a convolution's time holds the layout kernels TC401 counts
         return "copies"
     tail = low.split("::")[-1]
     if any(tail == w or tail.startswith(w) or tail.endswith(w) for w in _MATMUL_OP) or "conv" in tail:
@@ -651,7 +653,7 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any 
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
         pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
-        items.append((_roofline_group(o.name), Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof",
+        items.append((_roofline_group(o.name, any(f.code == "TC401" for f in real)), Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof",
                                                            recoverable_ns=int(o.gap_ns or 0), source="roofline",
                                                            names=(o.name,))))
     groups: dict[str, list[Opportunity]] = {}
