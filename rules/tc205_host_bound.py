@@ -103,6 +103,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, sel: np.nd
     where = ic.covering_label(ctx.trace, seg, sel)
     lengths = seg.length_ns[sel]
     by_where: dict[str, int] = {}
+    where = [function_label(w) if w else "" for w in where]
     for w, n in zip(where, lengths.tolist()):
         by_where[w or "(no range)"] = by_where.get(w or "(no range)", 0) + n
     first = sorted(by_where.items(), key=lambda kv: -kv[1])[0][0]

@@ -61,7 +61,7 @@ def test_host_preprocessing_with_stacks(tmp_path):
     assert f.values["top_functions_ns"] == {"zoom (scipy/zoom.py:30)": 6 * MS, "preprocess (pipe.py:10)": 4 * MS,
                                             "resize (img.py:20)": 2 * MS}
     assert f.location == "host work in zoom (scipy/zoom.py:30)"
-    assert "60.0 % of steady step time" in f.message and "mostly in pipe.py(10): preprocess" in f.message
+    assert "60.0 % of steady step time" in f.message and "mostly in preprocess (pipe.py:10)" in f.message
     assert findings_for(t, "TC205", min_share_pct=61.0) == []
     # nothing named like data: TC204 stays silent; TC202 claims no host work
     assert findings_for(t, "TC204") == []
@@ -174,6 +174,8 @@ def test_corpus_timesformer_is_host_bound():
     assert list(f.values["top_functions_ns"])[:2] == ["normalize (transformers/image_transforms.py:390)",
                                                       "<built-in method astype of numpy.ndarray object>"]
     assert report.opportunities[0].source == "TC205"
+    # named by the pipeline phase that holds the stretch, with file:line
+    assert "mostly in preprocess (transformers/pipelines/video_classification.py:129)" in f.message
     from traceclass.render.verdict import verdict_sentences
 
     text = " ".join(verdict_sentences(report, lambda s: s))

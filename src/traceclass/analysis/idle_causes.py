@@ -76,6 +76,9 @@ INIT_CALL_NS = 1_000_000
 PROFILER_GAP_RATIO = 20.0
 PROFILER_OPS_SHARE = 0.25
 
+#: the function named for a stretch of host work holds at least this share of it (the phase the
+#: stretch belongs to, e.g. the pipeline's ``preprocess``, not the leaf that runs at its middle)
+COVERS = 0.95
 #: runtime/driver calls that set up a process: context creation, allocations, module and library loading
 INIT_API = re.compile(
     r"^(cu|cuda|hip)(Init|DeviceGetStreamPriorityRange|GetDeviceCount|SetDevice|DevicePrimaryCtx\w*|CtxCreate\w*|"
@@ -509,10 +512,10 @@ def covering_label(trace: Trace, segs: IdleCauses, sel: np.ndarray) -> list[str]
                 o = int(ops.parent[o])
             out[i] = trace.strings[int(ops.name[o])]
         elif fr[i] >= 0:
-            # the innermost frame that holds the whole segment (else the outermost one)
+            # the innermost frame that holds (nearly: >= COVERS) the whole segment, else the outermost
             f = int(fr[i])
             s0, s1 = int(segs.start_ns[sel[i]]), int(segs.end_ns[sel[i]])
-            while (py.start_ns[f] > s0 or py.end_ns[f] < s1) and py.parent[f] >= 0:
+            while (min(py.end_ns[f], s1) - max(py.start_ns[f], s0)) < COVERS * (s1 - s0) and py.parent[f] >= 0:
                 f = int(py.parent[f])
             out[i] = trace.strings[int(py.name[f])]
     return out
