@@ -1,72 +1,65 @@
 """Launch gap: the GPU idles between consecutive work while the host dispatches the next launch.
 
 What it finds
--------------
-Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
-streams (a gap on one stream that another stream's work covers is no gap), whose idle is
-mostly *launch overhead* in the shared idle attribution (:mod:`traceclass.analysis.idle_causes`,
-one cause per stretch of idle, computed once for every rule): the thread that launches the work
-ending the gap was on the dispatch path (ops, Python, runtime calls, or unrecorded time
-between them) for a host window shorter than 1 ms, or inside the launch call itself. The rule
-claims only that launch-overhead part of its gaps; the other parts are named with the rule
-that claims them (host-sync -> TC203, data-loading -> TC204, host-work -> TC205,
-initialisation -> TC206, outside-window -> TC207, communication -> TC701), so no time is
-claimed twice. Two more findings claim nothing: gaps whose idle is mostly ``unknown`` (no
-launch recorded, or most of the gap after the launch call returned: the GPU had the work and
-waited on a cross-stream event or another process) and ``profiler-overhead`` (suspected:
-trivial ops far apart while launches take microseconds, Python frames recorded with
-``with_stack`` filling the gap).
+    Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
+    streams (a gap on one stream that another stream's work covers is no gap), whose idle is
+    mostly *launch overhead* in the shared idle attribution (:mod:`traceclass.facts.idle_causes`,
+    one cause per stretch of idle, computed once for every rule): the thread that launches the work
+    ending the gap was on the dispatch path (ops, Python, runtime calls, or unrecorded time
+    between them) for a host window shorter than 1 ms, or inside the launch call itself. The rule
+    claims only that launch-overhead part of its gaps; the other parts are named with the rule
+    that claims them (host-sync -> TC203, data-loading -> TC204, host-work -> TC205,
+    initialisation -> TC206, outside-window -> TC207, communication -> TC701), so no time is
+    claimed twice. Two more findings claim nothing: gaps whose idle is mostly ``unknown`` (no
+    launch recorded, or most of the gap after the launch call returned: the GPU had the work and
+    waited on a cross-stream event or another process) and ``profiler-overhead`` (suspected:
+    trivial ops far apart while launches take microseconds, Python frames recorded with
+    ``with_stack`` filling the gap).
 
-One finding per device and cause, with totals per step (a gap belongs to the step in which the
-work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
-apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
-removes launch gaps by design).
+    One finding per device and cause, with totals per step (a gap belongs to the step in which the
+    work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
+    apart. Gaps between kernels replayed by one graph launch are skipped (graph replay
+    removes launch gaps by design).
 
-How it differs from the peers: HTA's idle-time breakdown works per stream, rounds to whole
-microseconds, and only says *host_wait* (the launch came after the previous kernel ended),
-*kernel_wait* (gap < ``consecutive_kernel_delay`` = 30 us) or *other*; it does not say what
-the host was doing. ``nsys analyze gpu_gaps`` reports gaps of 500 ms and more per process and
-device: useless for launch gaps of tens of microseconds, and it attributes nothing. Here gaps
-are exact to the ns across streams, HTA's 30 us is the reporting limit, and each gap carries
-the host activity that explains it.
+    How it differs from the peers: HTA's idle-time breakdown works per stream, rounds to whole
+    microseconds, and only says *host_wait* (the launch came after the previous kernel ended),
+    *kernel_wait* (gap < ``consecutive_kernel_delay`` = 30 us) or *other*; it does not say what
+    the host was doing. ``nsys analyze gpu_gaps`` reports gaps of 500 ms and more per process and
+    device: useless for launch gaps of tens of microseconds, and it attributes nothing. Here gaps
+    are exact to the ns across streams, HTA's 30 us is the reporting limit, and each gap carries
+    the host activity that explains it.
 
 Why it matters
---------------
-Every gap is GPU time the step pays for and nothing uses. Which fix helps depends on the
-cause: a faster GPU helps none of them.
+    Every gap is GPU time the step pays for and nothing uses. Which fix helps depends on the
+    cause: a faster GPU helps none of them.
 
 How to fix
-----------
-launch-overhead: CUDA graphs / ``torch.compile(mode="reduce-overhead")``, fewer and larger
-ops, move Python work out of the step. host-sync: see TC203 (remove ``.item()``/``.cpu()``/
-``print(tensor)`` from the step, ``non_blocking=True`` copies into pinned memory, sync once per
-step). data-loading: more DataLoader workers, ``pin_memory=True``, prefetching, move
-decode/augmentation off the training thread.
+    launch-overhead: CUDA graphs / ``torch.compile(mode="reduce-overhead")``, fewer and larger
+    ops, move Python work out of the step. host-sync: see TC203 (remove ``.item()``/``.cpu()``/
+    ``print(tensor)`` from the step, ``non_blocking=True`` copies into pinned memory, sync once per
+    step). data-loading: more DataLoader workers, ``pin_memory=True``, prefetching, move
+    decode/augmentation off the training thread.
 
 Example
--------
-Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
--> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
-the copy ends, while the host waits, and stays idle 100 us until the next kernel: 40 us of it
-(the time the host was blocked) are host-sync idle, claimed by TC203 and named here; the rest,
-the host dispatching the next op, is launch overhead. With the 48 us before ``aten::sum``'s
-kernel, three gaps of 178 us in all are mostly launch overhead: 127 us claimed.
+    Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
+    -> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
+    the copy ends, while the host waits, and stays idle 100 us until the next kernel: 40 us of it
+    (the time the host was blocked) are host-sync idle, claimed by TC203 and named here; the rest,
+    the host dispatching the next op, is launch overhead. With the 48 us before ``aten::sum``'s
+    kernel, three gaps of 178 us in all are mostly launch overhead: 127 us claimed.
 
 Thresholds
-----------
-* ``min_gap_us`` = 30: HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of
-  back-to-back launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms
-  would miss every gap this rule is about.
-* the share that names a host window's cause (half of it) and the 1 ms that separates a host
-  phase from launch overhead belong to the shared attribution (``MAJORITY``,
-  ``HOST_PHASE_NS`` in :mod:`traceclass.analysis.idle_causes`), so that every rule agrees.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC202``).
+    The share that names a host window's cause (half of it) and the 1 ms that separates a host
+    phase from launch overhead belong to the shared attribution (``MAJORITY``, ``HOST_PHASE_NS``
+    in :mod:`traceclass.facts.idle_causes`), so that every rule agrees.
 
-Severity: recoverable time (the launch-overhead part of the steady-state gaps minus the 2 us
-GPU-side gap that remains between already-queued kernels) against the analysed time, the wall time of the steady-state
-steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
-are reported with their time but claim nothing (``info``): without a cause there is no fix to
-credit. Location: the cause and where most of the gap time ends (the user stage around the
-launch of the work after the gaps, else its op, else its kernel), never the device index.
+    Severity: recoverable time (the launch-overhead part of the steady-state gaps minus the 2 us
+    GPU-side gap that remains between already-queued kernels) against the analysed time, the wall
+    time of the steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared
+    scale. ``unknown`` and ``profiler-overhead`` gaps are reported with their time but claim nothing
+    (``info``). Location: the cause and where most of the gap time ends (the user stage around the
+    launch of the work after the gaps, else its op, else its kernel), never the device index.
 """
 
 from __future__ import annotations
@@ -75,15 +68,25 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import gpu_gaps as gg
-from traceclass.analysis import idle_causes as ic
+from traceclass.analysis import gap_causes
+from traceclass.analysis import labels
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.facts import gaps as fgaps
+from traceclass.facts import host as fhost
+from traceclass.facts import steps as fsteps
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC202", name="launch-gap", family="launch",
+RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
                 summary="GPU idle gaps between work caused by launch/dispatch overhead (other causes named, claimed by their rules)",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('min_gap_us', 30.0, 'us',
+                              "HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of back-to-back "
+                              "launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms would miss "
+                              'every gap this rule is about.'),
+                ))
 
 FIXES = {
     "profiler-overhead": "Profile again without with_stack (and with fewer record_function ranges): if the gaps "
@@ -105,7 +108,7 @@ ELSEWHERE = {"host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205"
              "outside-window": "TC207", "communication": "TC701"}
 
 
-def gap_cause_ns(ctx: Context, gaps: gg.Gaps) -> np.ndarray:
+def gap_cause_ns(ctx: Context, gaps: fgaps.Gaps) -> np.ndarray:
     """Idle per gap and cause (``len(gaps) x len(CAUSES)``), from the shared attribution."""
     seg = ctx.idle
     on = np.flatnonzero(seg.device == gaps.device)
@@ -123,14 +126,14 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
     if len(trace.gpu) == 0:
         return
-    st = gg.steps(trace, ctx.analysis)
-    step_of_row = gg.gpu_steps(trace, st)
-    host = ctx.idle.host  # the host view and sync events of the shared attribution, computed once
+    st = ctx.facts.steps
+    step_of_row = ctx.facts.gpu_step
+    host = ctx.facts.host_view
     min_gap = int(th["min_gap_us"] * 1000)
-    devices = gg.active_devices(trace)
+    devices = ctx.facts.active_devices
     for dev in devices:
-        gaps = gg.device_gaps(trace, dev)
-        causes = gg.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
+        gaps = ctx.facts.gaps(dev)
+        causes = gap_causes.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
         if len(keep) == 0:
             continue
@@ -138,7 +141,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         # the cause of a gap: the cause with the most of its idle in the analysed time; gaps
         # outside the analysed time keep the host-window classification (warm-up evidence)
         inside = per[keep].sum(axis=1)
-        old = np.array([ic.CAUSES.index(gg.CAUSES[c]) for c in causes.cause[keep].tolist()], np.int64)
+        old = np.array([ic.CAUSES.index(gap_causes.CAUSES[c]) for c in causes.cause[keep].tolist()], np.int64)
         dominant = np.where(2 * inside > gaps.length_ns[keep], np.argmax(per[keep], axis=1), old)
         step = step_of_row[gaps.next_row[keep]]
         step = np.where(step >= 0, step, st.at(gaps.start_ns[keep]))
@@ -154,8 +157,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
                     yield f
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, cause: str, gaps: gg.Gaps,
-             causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray, host: gg.HostView, claim: np.ndarray,
+def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, tag: str, cause: str, gaps: fgaps.Gaps,
+             causes: gap_causes.GapCauses, sel: np.ndarray, step: np.ndarray, host: fhost.HostView, claim: np.ndarray,
              others: dict[str, int]) -> Finding | None:
     length = gaps.length_ns[sel]
     steady = (step >= 0) & ~st.warmup[np.maximum(step, 0)] if len(st.warmup) else np.zeros(len(sel), bool)
@@ -166,37 +169,37 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     # only launch overhead is claimed here: an unknown cause has no fix to credit, suspected
     # profiler overhead is not the program's time; of a gap, only its launch-overhead part
     # (the shared attribution) counts, minus the GPU-side gap that remains between queued kernels
-    recoverable = int(np.maximum(claim[steady] - gg.QUEUED_GAP_FLOOR_NS, 0).sum()) if cause == "launch-overhead" else 0
+    recoverable = int(np.maximum(claim[steady] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum()) if cause == "launch-overhead" else 0
     n_steps = max(ctx.analysed.steps_count, 1)
     per_step = []
     for k in np.unique(step[step >= 0]).tolist():
         m = step == k
         per_step.append({"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": int(m.sum()),
                          "gap_ns": int(length[m].sum())})
-    per = "in the trace (no steps)" if st.synthetic else f"{gg.us(total / n_steps)} per step"
+    per = "in the trace (no steps)" if st.synthetic else f"{labels.us(total / n_steps)} per step"
     analysed = ctx.analysed_ns
     site = _site(ctx, gaps, sel[steady])
-    elsewhere = "; ".join(f"{c} {gg.us(ns)} -> {ELSEWHERE[c]}" for c, ns in others.items() if ns > 0)
-    message = (f"GPU {dev} idle {gg.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
+    elsewhere = "; ".join(f"{c} {labels.us(ns)} -> {ELSEWHERE[c]}" for c, ns in others.items() if ns > 0)
+    message = (f"GPU {dev} idle {labels.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
                f"(threshold), cause {cause}{' (suspected)' if cause == 'profiler-overhead' else ''}: {per}, "
-               f"{gg.pct(total, analysed)} % of {ctx.time_word}; most of it {site}" + _hint(ctx, cause, sel, causes)
+               f"{labels.pct(total, analysed)} % of {ctx.time_word}; most of it {site}" + _hint(ctx, cause, sel, causes)
                + (f"; other idle in such gaps is claimed elsewhere: {elsewhere}"
                   if elsewhere and cause == "launch-overhead" else ""))
     return Finding(
-        code=RULE.code, name=RULE.name, message=message, recoverable_ns=recoverable,
+        message=message, recoverable_ns=recoverable,
         severity=ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
                   "none claimed: the gaps look like the profiler's own cost (Python frames recorded with "
                   "with_stack fill them while ops and launch calls are short); profile without with_stack to "
                   "measure them" if cause == "profiler-overhead" else
                   f"the launch-overhead part of the steady-state gaps in the shared idle attribution, minus "
-                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap between already-queued kernels); "
+                  f"{gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap between already-queued kernels); "
                   f"the host-sync, data-loading and host-work parts are claimed by TC203, TC204 and TC205, not here; "
-                  f"TC201 storms are part of this time; severity against the {gg.us(analysed)} analysed"),
+                  f"TC201 storms are part of this time; severity against the {labels.us(analysed)} analysed"),
         fix=FIXES[cause], location=f"{cause} gaps {site}{tag}",
         evidence=_evidence(ctx, st, gaps, causes, sel, step, steady, host, cause),
         values={"cause": cause, "idle_cause": cause, "claimed_ns": recoverable, "gaps_count": int(steady.sum()), "gap_ns": total,
-                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": gg.pct(total, analysed),
+                "gap_per_step_ns": total // n_steps, "gap_pct_of_step": labels.pct(total, analysed),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
                 "steady_steps_count": ctx.analysed.steps_count, "warmup_gaps_count": int(warm.sum()),
                 "warmup_gap_ns": int(length[warm].sum()), "outside_steps_gap_ns": int(length[step < 0].sum()),
@@ -204,7 +207,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     )
 
 
-def _site(ctx: Context, gaps: gg.Gaps, sel: np.ndarray) -> str:
+def _site(ctx: Context, gaps: fgaps.Gaps, sel: np.ndarray) -> str:
     """Where the work that ends most of the gap time was launched: the user stage around its launch
     call, else its op, else its kernel (weighted by gap length)."""
     trace = ctx.trace
@@ -214,8 +217,8 @@ def _site(ctx: Context, gaps: gg.Gaps, sel: np.ndarray) -> str:
     a = gpu.api[nxt]
     ok = a >= 0
     if ok.any():
-        rows = gg.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
-        stage = heaviest([gg.short_label(trace.strings[int(ann.name[r])]) if r >= 0 else "" for r in rows.tolist()],
+        rows = labels.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
+        stage = heaviest([labels.short_label(trace.strings[int(ann.name[r])]) if r >= 0 else "" for r in rows.tolist()],
                          length[ok])
         if stage:
             return f"in {stage}"
@@ -226,31 +229,31 @@ def _site(ctx: Context, gaps: gg.Gaps, sel: np.ndarray) -> str:
     return f"before {heaviest([trace.strings[int(c)] for c in gpu.name[nxt].tolist()], length) or 'GPU work'}"
 
 
-def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gg.GapCauses) -> str:
+def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gap_causes.GapCauses) -> str:
     if cause == "unknown":
         queued = int((causes.launched[sel] & (causes.queue_ns[sel] >= causes.host_window_ns[sel])).sum())
         return f" ({queued} of them mostly after the launch call returned: GPU-side waits)" if queued else ""
     if cause == "launch-overhead":
         h = causes.host_window_ns[sel]
-        return (f"; host busy {gg.pct(causes.busy_ns[sel].sum(), h.sum())} % of the time before the next launch"
+        return (f"; host busy {labels.pct(causes.busy_ns[sel].sum(), h.sum())} % of the time before the next launch"
                 if h.sum() else "")
     if cause == "profiler-overhead":
         # the evidence of the suspicion: launch calls take microseconds, the windows far more
         th = causes.thread[sel]
         med = ctx.idle.launch_median_ns[th[th >= 0]] if (th >= 0).any() else np.zeros(0, np.int64)
         h = causes.host_window_ns[sel]
-        return (f"; launch calls take a median {gg.us(int(np.median(med)))} on the launching thread while the "
-                f"{plural(len(sel), 'window')} before the launches average {gg.us(int(h.mean()))}, filled by Python "
+        return (f"; launch calls take a median {labels.us(int(np.median(med)))} on the launching thread while the "
+                f"{plural(len(sel), 'window')} before the launches average {labels.us(int(h.mean()))}, filled by Python "
                 f"frames (with_stack) with trivial ops between them" if len(med) and len(h) else "")
     return ""
 
 
-def _evidence(ctx: Context, st: gg.Steps, gaps: gg.Gaps, causes: gg.GapCauses, sel: np.ndarray, step: np.ndarray,
-              steady: np.ndarray, host: gg.HostView, cause: str) -> tuple[Evidence, ...]:
+def _evidence(ctx: Context, st: fsteps.Steps, gaps: fgaps.Gaps, causes: gap_causes.GapCauses, sel: np.ndarray, step: np.ndarray,
+              steady: np.ndarray, host: fhost.HostView, cause: str) -> tuple[Evidence, ...]:
     trace = ctx.trace
     gpu, api, ops = trace.gpu, trace.api, trace.ops
     length = gaps.length_ns[sel]
-    pick = np.lexsort((-length, ~steady))[:50]
+    pick = np.lexsort((-length, ~steady))[:MAX_EVIDENCE]
     rows = sel[pick]
     nxt = gaps.next_row[rows]
     a = gpu.api[nxt]
@@ -265,7 +268,7 @@ def _evidence(ctx: Context, st: gg.Steps, gaps: gg.Gaps, causes: gg.GapCauses, s
         k = int(step[pick[i]])
         op = int(gpu.op[nxt[i]])
         out.append(Evidence(
-            what=f"{gg.us(gaps.length_ns[g])} idle before {trace.strings[gpu.name[nxt[i]]]}: "
+            what=f"{labels.us(gaps.length_ns[g])} idle before {trace.strings[gpu.name[nxt[i]]]}: "
                  f"{_detail(ctx, cause, g, causes, host, int(a[i]))}"
                  + ("" if steady[pick[i]] else (" (warm-up step)" if k >= 0 else " (outside steps)")),
             start_ns=int(gaps.start_ns[g]), end_ns=int(gaps.end_ns[g]), duration_ns=int(gaps.length_ns[g]),
@@ -281,20 +284,20 @@ def _evidence(ctx: Context, st: gg.Steps, gaps: gg.Gaps, causes: gg.GapCauses, s
     return tuple(out)
 
 
-def _detail(ctx: Context, cause: str, g: int, causes: gg.GapCauses, host: gg.HostView, a: int) -> str:
+def _detail(ctx: Context, cause: str, g: int, causes: gap_causes.GapCauses, host: fhost.HostView, a: int) -> str:
     h, call, queue = (int(causes.host_window_ns[g]), int(causes.call_ns[g]), int(causes.queue_ns[g]))
     if a < 0:
         return "no launch call recorded for it (queued before the profiler started, or a page migration)"
     api = ctx.trace.strings[ctx.trace.api.name[a]]
     if queue >= h and queue >= call and queue > 0:
-        return f"{gg.us(queue)} of it after {api} returned: the GPU waited on something else (stream/event dependency)"
+        return f"{labels.us(queue)} of it after {api} returned: the GPU waited on something else (stream/event dependency)"
     if call >= h and call > 0:
-        return f"{gg.us(call)} of it inside the {api} call itself"
+        return f"{labels.us(call)} of it inside the {api} call itself"
     if cause == "data-loading":
-        return f"data loading {gg.pct(causes.data_ns[g], h)} % of the {gg.us(h)} before the launch"
+        return f"data loading {labels.pct(causes.data_ns[g], h)} % of the {labels.us(h)} before the launch"
     if cause == "host-sync":
-        return (f"the GPU went idle while the host was blocked in a sync ({gg.us(causes.wait_ns[g])} of the "
-                f"{gg.us(h)} before the launch; host busy {gg.pct(causes.busy_ns[g], h)} % of it)")
+        return (f"the GPU went idle while the host was blocked in a sync ({labels.us(causes.wait_ns[g])} of the "
+                f"{labels.us(h)} before the launch; host busy {labels.pct(causes.busy_ns[g], h)} % of it)")
     if cause == "launch-overhead":
-        return f"host busy in ops/Python/runtime {gg.pct(causes.busy_ns[g], h)} % of the {gg.us(h)} before the launch"
-    return f"no recorded host activity in {gg.pct(h - causes.busy_ns[g], h)} % of the {gg.us(h)} before the launch"
+        return f"host busy in ops/Python/runtime {labels.pct(causes.busy_ns[g], h)} % of the {labels.us(h)} before the launch"
+    return f"no recorded host activity in {labels.pct(h - causes.busy_ns[g], h)} % of the {labels.us(h)} before the launch"

@@ -1,47 +1,39 @@
 """Host-bound: the step's thread works on the host between GPU bursts while the GPU idles.
 
 What it finds
--------------
-The GPU idle that the shared idle attribution (:mod:`traceclass.analysis.idle_causes`) gives
-to ``host-work``: stretches of at least 1 ms in which the thread that launches the next GPU
-work is busy in ops, Python or runtime calls (not in a sync, a data range, a collective or
-initialisation), whatever its ranges are called: preprocessing before the first kernel of a
-step, Python between two bursts of kernels, post-processing after the last one. Per device:
-the total, its share of the analysed time, the number of stretches, and the top functions by
-self time inside them: Python functions with ``file:line`` when the trace has stacks
-(``with_stack``), else ops, else ``record_function`` ranges.
+    The GPU idle that the shared idle attribution (:mod:`traceclass.facts.idle_causes`) gives
+    to ``host-work``: stretches of at least 1 ms in which the thread that launches the next GPU
+    work is busy in ops, Python or runtime calls (not in a sync, a data range, a collective or
+    initialisation), whatever its ranges are called: preprocessing before the first kernel of a
+    step, Python between two bursts of kernels, post-processing after the last one. Per device:
+    the total, its share of the analysed time, the number of stretches, and the top functions by
+    self time inside them: Python functions with ``file:line`` when the trace has stacks
+    (``with_stack``), else ops, else ``record_function`` ranges.
 
 Why it matters
---------------
-While the host works serially the GPU has nothing queued: the step takes host time plus GPU
-time instead of the larger of the two. A faster GPU does not help; a faster or overlapped host
-does. HF pipelines spend most of a step decoding and resizing the input in Python before the
-first kernel (corpus h100_timesformer_inference: ~218 ms of a 383 ms step).
+    While the host works serially the GPU has nothing queued: the step takes host time plus GPU
+    time instead of the larger of the two. A faster GPU does not help; a faster or overlapped host
+    does. HF pipelines spend most of a step decoding and resizing the input in Python before the
+    first kernel (corpus h100_timesformer_inference: ~218 ms of a 383 ms step).
 
 How to fix
-----------
-Move the host work off the step's thread and overlap it with the GPU: a DataLoader with
-workers (or a thread/process pool) for decode and resize, the preprocessing of input N+1 while
-the GPU runs input N, vectorised or GPU preprocessing (torchvision v2 on tensors, DALI,
-``torch.nn.functional.interpolate`` instead of ``scipy.ndimage.zoom``); the functions listed
-are where the time goes.
+    Move the host work off the step's thread and overlap it with the GPU: a DataLoader with
+    workers (or a thread/process pool) for decode and resize, the preprocessing of input N+1 while
+    the GPU runs input N, vectorised or GPU preprocessing (torchvision v2 on tensors, DALI,
+    ``torch.nn.functional.interpolate`` instead of ``scipy.ndimage.zoom``); the functions listed
+    are where the time goes.
 
 Example
--------
-Corpus h100_timesformer_inference: GPU 0 idles 218 ms of the 383 ms step while the host runs
-``video_classification.py preprocess``: ``image_transforms.py normalize`` 105 ms self time,
-``numpy astype`` 30 ms, ``read_video_pyav`` 24 ms.
+    Corpus h100_timesformer_inference: GPU 0 idles 218 ms of the 383 ms step while the host runs
+    ``video_classification.py preprocess``: ``image_transforms.py normalize`` 105 ms self time,
+    ``numpy astype`` 30 ms, ``read_video_pyav`` 24 ms.
 
 Thresholds
-----------
-* ``min_share_pct`` = 3.0: reported from 3 % of the analysed time, the ``medium`` line of the
-  shared severity scale; below it host phases are the normal cost of a Python loop.
-* the 1 ms length that makes a host stretch a host phase (not per-launch overhead, TC202) is
-  the attribution's ``HOST_PHASE_NS``, TC201's ``max_gap_us``.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC205``).
 
-Severity: the host-work idle against the analysed time, on the shared scale (an upper bound:
-overlapping the host work with the GPU hides at most the GPU idle it causes). No other rule
-claims this time. Location: the top function (else op or range), never a device index.
+    Severity: the host-work idle against the analysed time, on the shared scale (an upper bound:
+    overlapping the host work with the GPU hides at most the GPU idle it causes). No other rule
+    claims this time. Location: the top function (else op or range), never a device index.
 """
 
 from __future__ import annotations
@@ -51,17 +43,22 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import idle_causes as ic
-from traceclass.analysis.gpu_gaps import pct, us
+from traceclass.facts import idle_causes as ic
+from traceclass.analysis.labels import pct, us
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.source_lines import parse_frame
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC205", name="host-bound", family="cpu",
+RULE = RuleInfo(code="TC205", name="host-bound", family=Family.CPU,
                 summary="the GPU idles while the step's thread works on the host (preprocessing, Python between bursts)",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('min_share_pct', 3.0, '%',
+                              'reported from 3 % of the analysed time, the ``medium`` line of the shared severity '
+                              'scale; below it host phases are the normal cost of a Python loop.'),
+                ))
 
-MAX_EVIDENCE = 20
+EVIDENCE_ROWS = 20
 _ADDRESS = re.compile(r" (of|at) 0x[0-9a-fA-F]+>?")
 
 
@@ -113,7 +110,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, sel: np.nd
     message = (f"GPU {dev} idles {us(total)} ({share:.1f} % of {ctx.time_word}, threshold {th['min_share_pct']:g} %; "
                f"{pct(total, idle)} % of its idle{per}) in {plural(len(sel), 'stretch', 'stretches')} while the "
                f"step's thread works on the host, mostly in {first}; top functions by self time: {fn}")
-    order = np.argsort(-lengths, kind="stable")[:MAX_EVIDENCE]
+    order = np.argsort(-lengths, kind="stable")[:EVIDENCE_ROWS]
     evidence = []
     for i in order.tolist():
         r = int(sel[i])
@@ -124,7 +121,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, sel: np.nd
                     if seg.next_row[r] >= 0 else None}))
     location = f"host work in {top[0][0] if top else first}{tag}"
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=message, recoverable_ns=total,
+        severity=ctx.severity(total), message=message, recoverable_ns=total,
         estimate=("GPU idle attributed to host work in the shared idle attribution (the launching thread busy for "
                   "most of a stretch of at least 1 ms, no sync, data range, collective or initialisation): what "
                   "overlapping that work with the GPU would hide at most; no other rule claims it. Severity: share "

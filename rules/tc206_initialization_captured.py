@@ -1,44 +1,38 @@
 """Initialisation captured: the profiled window holds one-time setup, not the steady state.
 
 What it finds
--------------
-Runtime/driver calls in the analysed time that set up the process rather than run it, each at
-least 1 ms long (``INIT_CALL_NS`` of :mod:`traceclass.analysis.idle_causes`): CUDA/HIP context
-creation (the first call of a process, e.g. a 30 s ``cudaDeviceGetStreamPriorityRange``),
-``cudaFree``/``cudaMalloc``/``cudaHostAlloc`` growth, module and library loading
-(``cuModuleLoad*``, ``cuLibraryLoad*``), ``cudnnCreate``/``cublasCreate``, and the first launch call of a kernel when it takes
-milliseconds (lazy module loading: the first ``cudnn_convolution`` of a fresh process; a later
-long launch call is a full launch queue, not setup). It reports their time, the ops they ran in, and the
-GPU idle the shared idle attribution gives to ``initialisation``, which TC202 and TC601 then
-no longer see as launch overhead.
+    Runtime/driver calls in the analysed time that set up the process rather than run it, each at
+    least 1 ms long (``INIT_CALL_NS`` of :mod:`traceclass.facts.idle_causes`): CUDA/HIP context
+    creation (the first call of a process, e.g. a 30 s ``cudaDeviceGetStreamPriorityRange``),
+    ``cudaFree``/``cudaMalloc``/``cudaHostAlloc`` growth, module and library loading
+    (``cuModuleLoad*``, ``cuLibraryLoad*``), ``cudnnCreate``/``cublasCreate``, and the first launch call of a kernel when it takes
+    milliseconds (lazy module loading: the first ``cudnn_convolution`` of a fresh process; a later
+    long launch call is a full launch queue, not setup). It reports their time, the ops they ran in, and the
+    GPU idle the shared idle attribution gives to ``initialisation``, which TC202 and TC601 then
+    no longer see as launch overhead.
 
 Why it matters
---------------
-Setup runs once; a trace that captures it describes start-up, not the loop you want to speed
-up. Its "launch gaps" are not recoverable with CUDA graphs, and its share of the window skews
-every other number. Nothing here is claimed as recoverable: the fix is to profile again.
+    Setup runs once; a trace that captures it describes start-up, not the loop you want to speed
+    up. Its "launch gaps" are not recoverable with CUDA graphs, and its share of the window skews
+    every other number. Nothing here is claimed as recoverable: the fix is to profile again.
 
 How to fix
-----------
-Profile the steady state: ``torch.profiler.profile(schedule=torch.profiler.schedule(wait=1,
-warmup=1, active=3), on_trace_ready=...)`` and call ``prof.step()`` per iteration, so context
-creation, allocator growth, cuDNN/cuBLAS autotuning and module loading happen in the skipped
-``wait``/``warmup`` steps; or run one untimed iteration before starting the profiler.
+    Profile the steady state: ``torch.profiler.profile(schedule=torch.profiler.schedule(wait=1,
+    warmup=1, active=3), on_trace_ready=...)`` and call ``prof.step()`` per iteration, so context
+    creation, allocator growth, cuDNN/cuBLAS autotuning and module loading happen in the skipped
+    ``wait``/``warmup`` steps; or run one untimed iteration before starting the profiler.
 
 Example
--------
-A first iteration in a range ``warmup|forward``: ``cudaDeviceGetStreamPriorityRange`` 30 s
-(context creation), ``cudaFree`` 6 s, the first ``cudnn_convolution``'s launch calls seconds
-long: 12.9 s of GPU idle attributed to initialisation, none to launch overhead.
+    A first iteration in a range ``warmup|forward``: ``cudaDeviceGetStreamPriorityRange`` 30 s
+    (context creation), ``cudaFree`` 6 s, the first ``cudnn_convolution``'s launch calls seconds
+    long: 12.9 s of GPU idle attributed to initialisation, none to launch overhead.
 
 Thresholds
-----------
-* ``min_total_ms`` = 1.0: report when initialisation calls take at least 1 ms in the analysed
-  time (one call at the attribution's 1 ms limit).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC206``).
 
-Severity: ``info`` (no recoverable time: trace hygiene). The verdict names it when it holds at
-least 10 % of the analysed time. Location: the fixed text "initialisation in the profiled
-window", so reruns match.
+    Severity: ``info`` (no recoverable time: trace hygiene). The verdict names it when it holds at
+    least 10 % of the analysed time. Location: the fixed text "initialisation in the profiled
+    window", so reruns match.
 """
 
 from __future__ import annotations
@@ -47,15 +41,20 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import idle_causes as ic
-from traceclass.analysis.gpu_gaps import name_counts, pct, us
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.facts import idle_causes as ic
+from traceclass.analysis.labels import name_counts, pct, us
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC206", name="initialization-captured", family="utilization",
+RULE = RuleInfo(code="TC206", name="initialization-captured", family=Family.UTILIZATION,
                 summary="the profiled window holds one-time setup (context creation, allocations, module loading)",
-                needs=("gpu",))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_total_ms', 1.0, 'ms',
+                              'report when initialisation calls take at least 1 ms in the analysed time (one call at '
+                              "the attribution's 1 ms limit)."),
+                ))
 
-MAX_EVIDENCE = 20
+EVIDENCE_ROWS = 20
 
 
 def init_calls(ctx: Context) -> np.ndarray:
@@ -87,14 +86,14 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
                f"{ic.INIT_CALL_NS / 1e6:g} ms took {us(total)} ({share} % of {ctx.time_word}; threshold "
                f"{th['min_total_ms']:g} ms): {top}; GPU idle attributed to initialisation {us(idle)}, not launch "
                f"overhead; profile with torch.profiler.schedule(wait=1, warmup=1, active=N) to skip it")
-    order = np.argsort(-dur, kind="stable")[:MAX_EVIDENCE]
+    order = np.argsort(-dur, kind="stable")[:EVIDENCE_ROWS]
     evidence = tuple(Evidence(
         what=f"{trace.strings[int(api.name[r])]} {us(dur[k])}"
              + (f" in {trace.strings[int(trace.ops.name[api.op[r]])]}" if api.op[r] >= 0 else ""),
         start_ns=int(api.start_ns[r]), end_ns=int(api.end_ns[r]), duration_ns=int(dur[k]),
         values={"call": trace.strings[int(api.name[r])]}) for k, r in zip(order.tolist(), rows[order].tolist()))
     yield Finding(
-        code=RULE.code, name=RULE.name, severity="info", message=message, recoverable_ns=0,
+        severity="info", message=message, recoverable_ns=0,
         estimate="none claimed: one-time setup is not the program's steady-state time; profile again without it",
         fix=("Skip setup in the profile: torch.profiler.schedule(wait=1, warmup=1, active=N) with prof.step() per "
              "iteration, or one untimed iteration before profiling."),

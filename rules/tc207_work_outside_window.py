@@ -1,40 +1,35 @@
 """Work outside the window: the GPU still runs work queued before the profiler started.
 
 What it finds
--------------
-GPU rows queued before the profiler window (:mod:`traceclass.analysis.backlog`: no launch call
-in a trace that records launch calls, and running before the first row of their device whose
-launch is recorded): the previous, unprofiled iteration's backlog. Per device: how many rows,
-their GPU time, how far they reach into the analysed time, and the idle the shared attribution
-gives to ``outside-window``. These rows are left out of the steady-step statistics (op groups,
-bound mix, analysed GPU rows); the GPU's active window then starts before the first step. When
-the backlog is deep, the report's launch delays (launch call -> kernel start) are large: that
-means a deep queue (the host runs far ahead of the GPU, good), not a slow launch.
+    GPU rows queued before the profiler window (:mod:`traceclass.analysis.backlog`: no launch call
+    in a trace that records launch calls, and running before the first row of their device whose
+    launch is recorded): the previous, unprofiled iteration's backlog. Per device: how many rows,
+    their GPU time, how far they reach into the analysed time, and the idle the shared attribution
+    gives to ``outside-window``. These rows are left out of the steady-step statistics (op groups,
+    bound mix, analysed GPU rows); the GPU's active window then starts before the first step. When
+    the backlog is deep, the report's launch delays (launch call -> kernel start) are large: that
+    means a deep queue (the host runs far ahead of the GPU, good), not a slow launch.
 
 Why it matters
---------------
-The step's numbers would otherwise mix two iterations: kernels named by mangled names with no
-op, a GPU window longer than the step, a bound mix that counts work of the unprofiled
-iteration. Nothing is recoverable here: it is trace hygiene.
+    The step's numbers would otherwise mix two iterations: kernels named by mangled names with no
+    op, a GPU window longer than the step, a bound mix that counts work of the unprofiled
+    iteration. Nothing is recoverable here: it is trace hygiene.
 
 How to fix
-----------
-Start the profiler at an iteration boundary after a ``torch.cuda.synchronize()`` (or use
-``torch.profiler.schedule(wait=1, warmup=1, active=N)``, whose warm-up step absorbs the
-backlog), so each profiled step holds its own work only.
+    Start the profiler at an iteration boundary after a ``torch.cuda.synchronize()`` (or use
+    ``torch.profiler.schedule(wait=1, warmup=1, active=N)``, whose warm-up step absorbs the
+    backlog), so each profiled step holds its own work only.
 
 Example
--------
-A step that starts while the GPU still runs the previous iteration: 463 of 1,516 kernels (13 ms)
-have no launch in the trace and run in the first 13 ms of the step; the GPU window (47 ms) is
-longer than the step (43 ms).
+    A step that starts while the GPU still runs the previous iteration: 463 of 1,516 kernels (13 ms)
+    have no launch in the trace and run in the first 13 ms of the step; the GPU window (47 ms) is
+    longer than the step (43 ms).
 
 Thresholds
-----------
-* ``min_rows_count`` = 1: any backlog row is reported (the statistics leave it out either way).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC207``).
 
-Severity: ``info`` (trace hygiene, no recoverable time). Location: the fixed text "work queued
-before the profiler window" and the device tag.
+    Severity: ``info`` (trace hygiene, no recoverable time). Location: the fixed text "work queued
+    before the profiler window" and the device tag.
 """
 
 from __future__ import annotations
@@ -44,16 +39,20 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass import timeline as tl
-from traceclass.analysis import idle_causes as ic
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.backlog import backlog_mask
-from traceclass.analysis.gpu_gaps import name_counts, pct, us
+from traceclass.analysis.labels import name_counts, pct, us
 from traceclass.analysis.locations import device_tag
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC207", name="work-outside-window", family="utilization",
+RULE = RuleInfo(code="TC207", name="work-outside-window", family=Family.UTILIZATION,
                 summary="GPU work queued before the profiler window (previous iteration's backlog), kept out of the step",
-                needs=("gpu",))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_rows_count', 1, 'count',
+                              'any backlog row is reported (the statistics leave it out either way).'),
+                ))
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
@@ -81,7 +80,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
                    f"iteration's backlog, left out of the step's op, kernel and bound statistics; launch delays "
                    f"of the first recorded launches measure that queue's depth, not launch cost")
         yield Finding(
-            code=RULE.code, name=RULE.name, severity="info", message=message, recoverable_ns=0,
+            severity="info", message=message, recoverable_ns=0,
             estimate="none claimed: work of an unprofiled iteration; trace hygiene",
             fix=("Start profiling at an iteration boundary after torch.cuda.synchronize(), or use "
                  "torch.profiler.schedule(wait=1, warmup=1, active=N) so a warm-up step absorbs the backlog."),

@@ -9,7 +9,7 @@ import diagnosis_traces as dt
 from conftest import corpus
 from ruletest import findings_for
 from traceclass.analysis import analyze
-from traceclass.analysis import idle_causes as ic
+from traceclass.facts import idle_causes as ic
 from traceclass.config import AnalysisConfig
 from traceclass.engine import run
 from traceclass.ingest import load

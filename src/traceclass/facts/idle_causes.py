@@ -49,9 +49,12 @@ from typing import Sequence
 import numpy as np
 
 from traceclass import timeline as tl
-from traceclass.analysis import gpu_gaps as gg
-from traceclass.analysis.analysed import AnalysedTime
 from traceclass.analysis.backlog import backlog_mask
+from traceclass.analysis.labels import stage_rows
+from traceclass.facts.analysed import AnalysedTime
+from traceclass.facts.gaps import active_devices, device_gaps, device_rows
+from traceclass.facts.host import HostView, host_view
+from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
 
@@ -135,8 +138,8 @@ class IdleCauses:
     busy_ns: dict[int, int]  # per device: busy time inside the analysed windows
     backlog_busy_ns: dict[int, int]  # per device: the part of it only work queued before the window covers
     analysed_ns: int
-    syncs: gg.SyncEvents
-    host: gg.HostView
+    syncs: SyncEvents
+    host: HostView
     launch_median_ns: np.ndarray  # per host thread: median launch-call duration (0 if none)
 
     def __len__(self) -> int:
@@ -179,15 +182,17 @@ def _empty_i64() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
 
-def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
-    """Attribute every idle stretch of every active device inside ``at`` (module docstring)."""
+def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
+                host: HostView | None = None) -> IdleCauses:
+    """Attribute every idle stretch of every active device inside ``at`` (module docstring);
+    ``syncs``/``host``: the Facts' sync events and host view when already computed."""
     gpu, api = trace.gpu, trace.api
-    syncs = gg.sync_events(trace)
-    host = gg.host_view(trace, syncs)
+    syncs = sync_events(trace) if syncs is None else syncs
+    host = host_view(trace, syncs) if host is None else host
     extra = _thread_sets(trace, host)
     launch_med = _launch_medians(trace, host)
     main_thread = _main_thread(trace, host)
-    blocking = gg.blocking_api_mask(trace)
+    blocking = blocking_api_mask(trace)
     init_calls = init_api_mask(trace)
     has_launches = bool(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], np.int8)).any())
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("device", "s", "e", "cause", "interval", "thread", "event",
@@ -197,14 +202,14 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
     backlog_by: dict[int, int] = {}
     back = backlog_mask(trace)
     n_iv = 0
-    for dev in gg.active_devices(trace):
-        gaps = gg.device_gaps(trace, dev)
+    for dev in active_devices(trace):
+        gaps = device_gaps(trace, dev)
         busy = gaps.busy
         in_window = at.clip(busy)
         if tl.total(in_window) == 0 and not at.synthetic:
             continue
         busy_by[dev] = tl.total(in_window)
-        own = rows_all = gg.device_rows(trace, dev)
+        own = rows_all = device_rows(trace, dev)
         own = rows_all[~back[rows_all]]
         backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns[own], gpu.end_ns[own])))
         i0, i1 = _split(tl.subtract(at.intervals, busy), at.step_start_ns)
@@ -216,7 +221,7 @@ def idle_causes(trace: Trace, at: AnalysedTime) -> IdleCauses:
             ivs.append(_empty_i64())
             ive.append(_empty_i64())
             continue
-        rows = gg.device_rows(trace, dev)
+        rows = device_rows(trace, dev)
         rows = rows[gpu.end_ns[rows] > gpu.start_ns[rows]]
         by_start = rows[np.argsort(gpu.start_ns[rows], kind="stable")]
         k = np.searchsorted(gpu.start_ns[by_start], i1, side="left")
@@ -322,7 +327,7 @@ class _ThreadSets:
     python: list[tl.Intervals]
 
 
-def _thread_sets(trace: Trace, host: gg.HostView) -> _ThreadSets:
+def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     ops, api, ann, py = trace.ops, trace.api, trace.annotations, trace.python
     names = trace.strings
     comm_ops = names.mask(ops.name, lambda s: COMM_NAME.search(s) is not None)
@@ -354,7 +359,7 @@ def _thread_sets(trace: Trace, host: gg.HostView) -> _ThreadSets:
     )
 
 
-def _launch_medians(trace: Trace, host: gg.HostView) -> np.ndarray:
+def _launch_medians(trace: Trace, host: HostView) -> np.ndarray:
     """Median kernel-launch call duration per host thread (0 where the thread launched nothing)."""
     api = trace.api
     out = np.zeros(len(host.pid), np.int64)
@@ -368,7 +373,7 @@ def _launch_medians(trace: Trace, host: gg.HostView) -> np.ndarray:
     return out
 
 
-def _main_thread(trace: Trace, host: gg.HostView) -> int:
+def _main_thread(trace: Trace, host: HostView) -> int:
     """The thread that launched the most GPU work (the step's thread), -1 without launches."""
     api = trace.api
     launch = np.flatnonzero(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH, ApiKind.MEMCPY_ASYNC,
@@ -380,7 +385,7 @@ def _main_thread(trace: Trace, host: gg.HostView) -> int:
     return int(np.argmax(np.bincount(th))) if len(th) else -1
 
 
-def _drained(syncs: gg.SyncEvents, host: gg.HostView, th: int, g0: np.ndarray, h1: np.ndarray,
+def _drained(syncs: SyncEvents, host: HostView, th: int, g0: np.ndarray, h1: np.ndarray,
              dev: int) -> tuple[np.ndarray, np.ndarray]:
     """Per interval: the thread's sync event whose wait holds the interval start (the wait drained
     the queue), and the end of the host-sync part: ``g0 + min(h1 - g0, blocked time)``."""
@@ -399,7 +404,7 @@ def _drained(syncs: gg.SyncEvents, host: gg.HostView, th: int, g0: np.ndarray, h
     return ev, end
 
 
-def _rest_cause(trace: Trace, host: gg.HostView, extra: _ThreadSets, th: int, r0: np.ndarray, r1: np.ndarray,
+def _rest_cause(trace: Trace, host: HostView, extra: _ThreadSets, th: int, r0: np.ndarray, r1: np.ndarray,
                 launch_median_ns: int) -> np.ndarray:
     """Cause of the host window after any drained sync (module docstring, part 3)."""
     w = np.maximum(r1 - r0, 0)
@@ -496,7 +501,7 @@ def covering_label(trace: Trace, segs: IdleCauses, sel: np.ndarray) -> list[str]
     tid = np.where(ok, host.tid[np.maximum(th, 0)], -1)
     mid = (segs.start_ns[sel] + segs.end_ns[sel]) // 2
     out = [""] * len(sel)
-    stage = gg.stage_rows(trace, pid, tid, mid)
+    stage = stage_rows(trace, pid, tid, mid)
     ops = trace.ops
     op = innermost_containing(ops.pid, ops.tid, ops.start_ns, ops.end_ns, ops.depth, pid, tid, mid) \
         if len(ops) else np.full(len(sel), -1, np.int64)
