@@ -2,7 +2,7 @@
 
 Definitions (integer ns, per device, across streams):
 
-* **idle** = the analysed windows (:mod:`traceclass.analysis.analysed`: the steady steps, the
+* **idle** = the analysed windows (:mod:`traceclass.facts.analysed`: the steady steps, the
   whole trace without steps) minus the device's busy time (union of kernels, copies, memsets).
   Idle before the device's first work in a step counts: a step that spends 222 ms preprocessing
   on the host before its first kernel kept the GPU idle for those 222 ms.
