@@ -168,7 +168,7 @@ def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        also = (f"; {', '.join(op.overlaps)} measure the same kernels: counted once, here"
+        also = (f"; the same kernels are also measured by {', '.join(op.overlaps)}: counted once, here"
                 if op.overlaps else "")
         if op.merged:
             also += f"; {op.idle_cause} idle claimed with {', '.join(op.merged)}, counted once"
