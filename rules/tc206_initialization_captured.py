@@ -7,7 +7,8 @@ What it finds
     ``cudaFree``/``cudaMalloc``/``cudaHostAlloc`` growth, module and library loading
     (``cuModuleLoad*``, ``cuLibraryLoad*``), ``cudnnCreate``/``cublasCreate``, and the first launch call of a kernel when it takes
     milliseconds (lazy module loading: the first ``cudnn_convolution`` of a fresh process; a later
-    long launch call is a full launch queue, not setup). It reports their time, the ops they ran in, and the
+    long launch call is a full launch queue, not setup), and a first CUDA allocation
+    (``aten::empty``) of >= 1 ms before any GPU work, which creates the CUDA context. It reports their time, the ops they ran in, and the
     GPU idle the shared idle attribution gives to ``initialisation``, which TC202 and TC601 then
     no longer see as launch overhead.
 
@@ -68,26 +69,32 @@ def init_calls(ctx: Context) -> np.ndarray:
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     rows = init_calls(ctx)
-    if len(rows) == 0:
-        return
     trace = ctx.trace
-    api = trace.api
+    api, ops = trace.api, trace.ops
+    # a first CUDA allocation before any GPU work (context creation inside aten::empty)
+    alloc = np.flatnonzero(ic.init_op_mask(trace))
+    alloc = alloc[ctx.analysed.holds(ops.start_ns[alloc])] if not ctx.analysed.synthetic else alloc
     dur = api.end_ns[rows] - api.start_ns[rows]
-    total = int(dur.sum())
-    if total < th["min_total_ms"] * 1e6:
+    alloc_dur = ops.end_ns[alloc] - ops.start_ns[alloc]
+    total = int(dur.sum()) + int(alloc_dur.sum())
+    if total <= 0 or total < th["min_total_ms"] * 1e6:
         return
     idle = ctx.idle.total(ic.INITIALISATION) if len(trace.gpu) else 0
-    calls = name_counts(trace, api.name[rows])
-    ops = api.op[rows]
-    op_names = name_counts(trace, trace.ops.name[ops[ops >= 0]]) if len(trace.ops) else []
+    calls = name_counts(trace, np.r_[api.name[rows], ops.name[alloc]])
+    inside_op = api.op[rows]
+    op_names = name_counts(trace, ops.name[inside_op[inside_op >= 0]]) if len(ops) else []
     share = pct(total, ctx.analysed_ns)
     top = ", ".join(f"{n} x{c}" for n, c in calls[:4])
-    message = (f"the profiled window holds initialisation: {plural(len(rows), 'setup call')} of >= "
+    message = (f"the profiled window holds initialisation: {plural(len(rows) + len(alloc), 'setup call')} of >= "
                f"{ic.INIT_CALL_NS / 1e6:g} ms took {us(total)} ({share} % of {ctx.time_word}; threshold "
                f"{th['min_total_ms']:g} ms): {top}; GPU idle attributed to initialisation {us(idle)}, not launch "
                f"overhead; profile with torch.profiler.schedule(wait=1, warmup=1, active=N) to skip it")
     order = np.argsort(-dur, kind="stable")[:EVIDENCE_ROWS]
     evidence = tuple(Evidence(
+        what=f"{trace.strings[int(ops.name[r])]} {us(ops.end_ns[r] - ops.start_ns[r])} before any GPU work (the first "
+             f"CUDA allocation creates the context)",
+        start_ns=int(ops.start_ns[r]), end_ns=int(ops.end_ns[r]), duration_ns=int(ops.end_ns[r] - ops.start_ns[r]),
+        values={"op": trace.strings[int(ops.name[r])]}) for r in alloc.tolist()) + tuple(Evidence(
         what=f"{trace.strings[int(api.name[r])]} {us(dur[k])}"
              + (f" in {trace.strings[int(trace.ops.name[api.op[r]])]}" if api.op[r] >= 0 else ""),
         start_ns=int(api.start_ns[r]), end_ns=int(api.end_ns[r]), duration_ns=int(dur[k]),
@@ -98,7 +105,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         fix=("Skip setup in the profile: torch.profiler.schedule(wait=1, warmup=1, active=N) with prof.step() per "
              "iteration, or one untimed iteration before profiling."),
         location="initialisation in the profiled window", evidence=evidence,
-        values={"calls_count": int(len(rows)), "init_ns": total, "share_pct": share, "idle_cause": None,
+        values={"calls_count": int(len(rows) + len(alloc)), "init_ns": total, "share_pct": share, "idle_cause": None,
                 "init_idle_ns": idle, "calls": dict(calls[:10]), "ops": dict(op_names[:10]),
                 "threshold_ms": th["min_total_ms"], "hygiene": True,
                 "summary": f"the window captured initialisation, {us(total)} of setup calls ({share} %), not "

@@ -236,3 +236,24 @@ def test_a_long_later_launch_is_a_full_queue_not_initialisation(tmp_path):
     # second call (3.0-5.0 ms) covers 3.1-5.0 ms: launch overhead, then 100 us queue
     assert _nonzero(idle.by_cause()) == {"initialisation": 2 * MS, "launch-overhead": 1_900 * US,
                                          "unknown": 200 * US}
+
+
+def test_first_cuda_allocation_is_initialisation(tmp_path):
+    """Corpus cuda_event_sync's shape: ``aten::ones`` -> ``aten::empty`` takes 2 ms before any GPU
+    work (the first CUDA allocation creates the context), then a kernel is launched."""
+    from kineto_builder import KinetoBuilder
+
+    b = KinetoBuilder()
+    b.step(1, 0, 4 * MS)
+    b.op("aten::ones", 100 * US, 2_100 * US)
+    b.op("aten::empty", 110 * US, 2 * MS)
+    b.launch(b.op("aten::fill_", 2_200 * US, 10 * US), "fill_kernel", 2_201 * US, 2_210 * US, 90 * US, cpu_dur=5 * US)
+    t = load(b.write(tmp_path / "first_alloc.json"))
+    idle = _idle(t)
+    # idle 0-2.21 ms: host window 0-2.201 ms, 2 ms of it in the first allocation: initialisation;
+    # the 5 us call, 4 us queue; then 2.3-4 ms with nothing recorded (1.7 ms, >= 1 ms): unknown
+    assert _nonzero(idle.by_cause()) == {"initialisation": 2_201 * US, "launch-overhead": 5 * US,
+                                         "unknown": 4 * US + 1_700 * US}
+    (f,) = findings_for(t, "TC206")
+    assert f.values["init_ns"] == 2 * MS and f.values["calls"] == {"aten::empty": 1}
+    assert findings_for(t, "TC205") == []

@@ -25,7 +25,8 @@ Definitions (integer ns, per device, across streams):
      blocked, so a sync followed by serial host work is credited with no more than that. The
      rest of the window is one of, by the share (>= :data:`MAJORITY`) of it that the host
      thread spent in: data-loading ranges (``data-loading``), communication ops/ranges
-     (``communication``), initialisation calls (``initialisation``), other sync waits
+     (``communication``), initialisation calls or a first CUDA allocation before any GPU work
+     (:func:`init_op_mask`: ``initialisation``), other sync waits
      (``host-sync``); else, a window of at least :data:`HOST_PHASE_NS` is ``host-work`` when
      the thread was active (ops, Python, runtime calls) for most of it (a host phase of its
      own: preprocessing, Python between bursts) and ``unknown`` when it shows no recorded
@@ -117,6 +118,22 @@ def init_api_mask(trace: Trace) -> np.ndarray:
         first_api = gpu.api[every][order][first]
         named[np.intersect1d(a, first_api)] = True
     return named
+
+
+#: the allocation ops whose first CUDA call creates the context (lazy CUDA initialisation)
+ALLOC_OPS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like"})
+
+
+def init_op_mask(trace: Trace) -> np.ndarray:
+    """Mask over ``trace.ops``: allocation ops of at least :data:`INIT_CALL_NS` that run before the
+    trace's first GPU work: the first CUDA allocation of a process creates the context (lazy
+    initialisation), which the profiler shows as a long ``aten::empty`` with no runtime call."""
+    ops, gpu = trace.ops, trace.gpu
+    if len(ops) == 0 or len(gpu) == 0:
+        return np.zeros(len(ops), bool)
+    first = int(gpu.start_ns[gpu.kind != GpuKind.SYNC].min()) if (gpu.kind != GpuKind.SYNC).any() else 0
+    return (trace.strings.mask(ops.name, lambda x: x in ALLOC_OPS) & (ops.end_ns - ops.start_ns >= INIT_CALL_NS)
+            & (ops.end_ns <= first))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,6 +350,7 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     comm_ops = names.mask(ops.name, lambda s: COMM_NAME.search(s) is not None)
     comm_ann = (ann.kind == AnnotationKind.COMMUNICATION) | names.mask(ann.name, lambda s: COMM_NAME.search(s) is not None)
     init_api = init_api_mask(trace)
+    init_ops = init_op_mask(trace)
     n = len(host.pid)
 
     def per_thread(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> list[tl.Intervals]:
@@ -352,7 +370,9 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
         comm=per_thread(np.r_[ops.pid[comm_ops], ann.pid[comm_ann]], np.r_[ops.tid[comm_ops], ann.tid[comm_ann]],
                         np.r_[ops.start_ns[comm_ops], ann.start_ns[comm_ann]],
                         np.r_[ops.end_ns[comm_ops], ann.end_ns[comm_ann]]),
-        init=per_thread(api.pid[init_api], api.tid[init_api], api.start_ns[init_api], api.end_ns[init_api]),
+        init=per_thread(np.r_[api.pid[init_api], ops.pid[init_ops]], np.r_[api.tid[init_api], ops.tid[init_ops]],
+                        np.r_[api.start_ns[init_api], ops.start_ns[init_ops]],
+                        np.r_[api.end_ns[init_api], ops.end_ns[init_ops]]),
         recorded=per_thread(np.r_[ops.pid, api.pid], np.r_[ops.tid, api.tid], np.r_[ops.start_ns, api.start_ns],
                             np.r_[ops.end_ns, api.end_ns]),
         python=per_thread(py.pid, py.tid, py.start_ns, py.end_ns),
