@@ -1,5 +1,6 @@
 """The normalized, columnar model every reader produces and every analysis reads."""
 
+from traceclass.model.comms import Comms
 from traceclass.model.enums import (
     AnnotationKind,
     ApiKind,
@@ -28,6 +29,7 @@ __all__ = [
     "Annotations",
     "ApiCalls",
     "ApiKind",
+    "Comms",
     "CopyKind",
     "DeviceInfo",
     "Frames",
