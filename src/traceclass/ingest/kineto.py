@@ -816,6 +816,8 @@ def _meta(top: dict[str, Any]) -> dict[str, Any]:
         for k in ("backend", "rank", "world_size", "nccl_version"):
             if k in dist and not isinstance(dist[k], (list, dict)):
                 meta[f"distributed.{k}"] = dist[k]
+        if isinstance(dist.get("pg_config"), list):  # not a scalar: kept off reports, read by the cluster step
+            meta["distributed.pg_config"] = dist["pg_config"]
     return meta
 
 
