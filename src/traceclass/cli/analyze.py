@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from traceclass.cli import _cluster
 from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
@@ -21,7 +22,7 @@ DESCRIPTION = (
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace file")
+    p.add_argument("trace", nargs="+", help="trace file; several files, a directory or a glob: cluster report")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     p.add_argument("--format", choices=("md", "json"), help="report format (default: from -o's extension, else md)")
     p.add_argument("--issue", action="store_true",
@@ -32,6 +33,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
     add_analysis_options(p)
+    _cluster.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -67,6 +69,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
+    if isinstance(args.trace, list):
+        if _cluster.is_cluster(args):
+            return _cluster.run(args)
+        args.trace = args.trace_files[0]
     cfg = config_from_args(args)
     fmt = args.format
     if fmt is None:

@@ -102,8 +102,10 @@ def summarize(trace: Trace, analysis: Any, report: Any) -> dict[str, Any]:
         "base_time_ns": int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
         "pg_config": _pg_config(meta.get("distributed.pg_config")),
         "kind": kind,
+        "device_name": next((d.name for d in trace.devices if d.index >= 0 and d.name), ""),
         "device_busy_pct": round(busy_pct, 3),
         "steps": steps,
+        "steps_synthetic": bool(analysis.occurrences.synthetic),
         "collectives": {k: _plain(coll[k]) for k in COLUMNS},
         "findings": [
             {"code": f.code, "name": f.name, "severity": f.severity, "fingerprint": f.fingerprint,
