@@ -17,17 +17,18 @@ RULES = ROOT / "rules"
 
 # layer -> traceclass subpackages/modules it must not import
 FORBIDDEN = {
-    "model": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "registry", "compare",
+    "model": {"cluster", "ingest", "analysis", "report", "render", "cli", "rules", "engine", "registry", "compare",
               "costmodel", "hardware", "export"},
-    "ingest": {"analysis", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "costmodel": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
-    "hardware": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
-    "timeline": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
-    "analysis": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "rules": {"ingest", "report", "render", "cli", "engine", "compare", "export"},
-    "report": {"ingest", "render", "cli", "rules", "compare"},
-    "render": {"ingest", "cli", "rules", "engine", "compare", "costmodel"},
-    "export": {"report", "render", "cli", "rules", "engine", "compare"},
+    "ingest": {"cluster", "analysis", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "costmodel": {"cluster", "ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "hardware": {"cluster", "ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "timeline": {"cluster", "ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "analysis": {"cluster", "ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "rules": {"cluster", "ingest", "report", "render", "cli", "engine", "compare", "export"},
+    "report": {"cluster", "ingest", "render", "cli", "rules", "compare"},
+    "render": {"cluster", "ingest", "cli", "rules", "engine", "compare", "costmodel"},
+    "export": {"cluster", "report", "render", "cli", "rules", "engine", "compare"},
+    "cluster": {"cli"},
 }
 
 
