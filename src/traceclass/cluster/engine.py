@@ -25,6 +25,8 @@ RSS_BASE_MB = 150.0
 RSS_PER_TRACE_MB = 6.0
 GZIP_RATIO = 8.0
 SUMMARY_SUFFIX = ".tcsum.json"
+#: how long to try reaching a Dask scheduler
+CONNECT_TIMEOUT = "30s"
 
 
 def is_summary(path: str) -> bool:
@@ -146,7 +148,7 @@ def run_dask(paths: Sequence[str], config: Any = None, address: str | None = Non
         raise TraceclassError("--scheduler needs Dask: pip install 'traceclass[dask]'") from None
     notes = []
     try:
-        client = Client(address=address, scheduler_file=scheduler_file, timeout="30s")
+        client = Client(address=address, scheduler_file=scheduler_file, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:
         raise TraceclassError(f"cannot reach the Dask scheduler {address or scheduler_file}: {exc}") from None
     try:
