@@ -19,11 +19,14 @@ from typing import Any, Callable, Sequence
 
 from traceclass.errors import TraceclassError, TraceFormatError
 
-#: peak RSS of one summarize call: a base (interpreter, numpy, pandas, traceclass) plus a
-#: multiple of the uncompressed trace size (bench_cluster.py, 4 MB generated traces)
-RSS_BASE_MB = 150.0
-RSS_PER_TRACE_MB = 6.0
-GZIP_RATIO = 8.0
+#: peak RSS of one summarize call = base + per-MB x the uncompressed trace size: 55 MB for a
+#: 2.4 MB and 133 MB for a 14.1 MB generated rank trace (bench_cluster.py's generator, measured
+#: with ru_maxrss of a child process); large real traces need less per MB (1.7x, README "Speed
+#: and memory"), so this sizing errs on the safe side
+RSS_BASE_MB = 40.0
+RSS_PER_TRACE_MB = 7.0
+#: uncompressed / gzip size: 18.4-20.3 on the bundled gloo set; the upper end, to be safe
+GZIP_RATIO = 20.0
 SUMMARY_SUFFIX = ".tcsum.json"
 #: how long to try reaching a Dask scheduler
 CONNECT_TIMEOUT = "30s"
