@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from traceclass.render.escape import code, text
+from traceclass.rule import plural
 
 #: rows of the per-rank table in --issue mode (the slowest and the stragglers come first)
 ISSUE_RANK_ROWS = 32
@@ -50,7 +51,7 @@ def _bytes(b: int) -> str:
 
 def verdict_lines(r: dict[str, Any]) -> list[str]:
     v = r["verdict"]
-    out = [f"{v['ranks']} ranks ({v['files']} files); step P50 median {_ms(v['median_step_p50_ns'])}, slowest "
+    out = [f"{plural(v['ranks'], 'rank')} ({plural(v['files'], 'file')}); step P50 median {_ms(v['median_step_p50_ns'])}, slowest "
            f"rank {v['slowest_rank']} at {_ms(v['slowest_step_p50_ns'])}."]
     if v["stragglers"]:
         out.append("Stragglers: " + "; ".join(
