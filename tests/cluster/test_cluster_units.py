@@ -68,3 +68,37 @@ def test_local_worker_sizing(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "available_memory_mb", lambda: 250.0)
     monkeypatch.setattr(engine.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
     assert engine.local_workers(files) == 2  # 250 MB // 110 MB
+
+
+def _summary(rank: int, rows: list[dict]) -> dict:
+    cols = {k: [r.get(k, d) for r in rows] for k, d in (
+        ("group", "0"), ("group_desc", ""), ("group_ranks", "[0, 1, 2]"), ("group_size", 3), ("seq", -1),
+        ("comms_id", ""), ("name", ""), ("raw_name", ""), ("dtype", "Float"), ("in_nelems", -1), ("out_nelems", -1),
+        ("in_split", ""), ("out_split", ""), ("bytes", -1), ("src", -1), ("dst", -1), ("stream", 0), ("start_ns", 0),
+        ("end_ns", 0), ("kernels", 1), ("launch_ns", -1), ("step", -1))}
+    return {"rank": rank, "base_time_ns": None, "pg_config": [], "steps_synthetic": True, "collectives": cols,
+            "steps": {"step": [0], "wall_ns": [1_000_000], "compute_ns": [0], "data_ns": [0], "other_ns": [0]}}
+
+
+def test_all_to_allv_imbalance_and_p2p_pairs():
+    from traceclass.cluster.clocks import align
+    from traceclass.cluster.collectives import instance_stats
+    from traceclass.cluster.match import match
+
+    # all-to-allv (Seq 0): ranks send 100, 100, 400 bytes; send/recv 0 -> 1 paired by Src/Dst
+    sums = [
+        _summary(0, [dict(name="all_to_allv", seq=0, in_nelems=25, bytes=100, start_ns=1_000, end_ns=2_000),
+                     dict(name="send", src=0, dst=1, group="", bytes=64, start_ns=3_000, end_ns=3_500)]),
+        _summary(1, [dict(name="all_to_allv", seq=0, in_nelems=25, bytes=100, start_ns=1_200, end_ns=2_000),
+                     dict(name="recv", src=0, dst=1, group="", bytes=64, start_ns=3_100, end_ns=3_500)]),
+        _summary(2, [dict(name="all_to_allv", seq=0, in_nelems=100, bytes=400, start_ns=1_600, end_ns=2_000)]),
+    ]
+    m = match(sums, [0, 1, 2])
+    assert m.counts["seq"] == 1 and m.counts["p2p"] == 1 and m.complete.tolist() == [True, True]
+    st = instance_stats(sums, m, align(sums, m))
+    i = m.name.index("all_to_allv")
+    assert st.imbalance[i] == pytest.approx(400 / 200)
+    assert st.transfer_ns[i] == 400 and st.bytes[i] == 400 and st.last[i] == 2 and st.blame_ns[i] == 400
+    assert st.busbw_gbps[i] == pytest.approx(400 / 400 * 2 / 3)
+    j = 1 - i
+    assert st.transfer_ns[j] == 400 and st.participants[j] == 2
