@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from traceclass.errors import TraceclassError, TraceFormatError
 
@@ -62,6 +65,26 @@ def summarize_path(path: str, config: Any = None, per_rank_dir: str | None = Non
         return {"error": str(exc), "file": os.path.basename(path)}
     except (OSError, ValueError, MemoryError) as exc:
         return {"error": f"{path}: {type(exc).__name__}: {exc}", "file": os.path.basename(path)}
+
+
+def compact(summary: dict[str, Any]) -> dict[str, Any]:
+    """The coordinator's copy of a summary: integer columns as int64 arrays, strings interned
+    (about 5x smaller than the decoded JSON lists: 1,000 ranks stay within a few MB)."""
+    if "error" in summary:
+        return summary
+    out = dict(summary)
+    for part in ("collectives", "steps"):
+        cols = {}
+        for k, v in summary.get(part, {}).items():
+            if v and isinstance(v[0], str):
+                cols[k] = [sys.intern(x) for x in v]
+            else:
+                try:
+                    cols[k] = np.asarray(v, dtype=np.int64)
+                except (TypeError, ValueError, OverflowError):
+                    cols[k] = v
+        out[part] = cols
+    return out
 
 
 def load_summary(path: str) -> dict[str, Any]:
@@ -124,7 +147,7 @@ def run_local(paths: Sequence[str], config: Any = None, jobs: int | None = None,
     if n == 1 or len(paths) == 1:
         out = []
         for k, p in enumerate(paths):
-            out.append(summarize_path(p, config, per_rank_dir))
+            out.append(compact(summarize_path(p, config, per_rank_dir)))
             if progress:
                 progress(k + 1, len(paths))
         return out
@@ -135,7 +158,7 @@ def run_local(paths: Sequence[str], config: Any = None, jobs: int | None = None,
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         futs = {pool.submit(summarize_path, p, config, per_rank_dir): k for k, p in enumerate(paths)}
         for done, fut in enumerate(cf.as_completed(futs), 1):
-            results[futs[fut]] = fut.result()
+            results[futs[fut]] = compact(fut.result())
             if progress:
                 progress(done, len(paths))
     return results  # type: ignore[return-value]
@@ -164,8 +187,14 @@ def run_dask(paths: Sequence[str], config: Any = None, address: str | None = Non
                 notes.append(f"the largest trace needs about {need / 1e9:.1f} GB per task; the smallest Dask worker "
                              f"allows {min(limits) / 1e9:.1f} GB")
         paths = [os.path.abspath(p) for p in paths]
+        from distributed import as_completed
+
         futs = client.map(summarize_path, paths, config=config, per_rank_dir=per_rank_dir, pure=False)
-        results = client.gather(futs)
+        index = {f.key: k for k, f in enumerate(futs)}
+        results: list[dict[str, Any] | None] = [None] * len(futs)
+        for fut in as_completed(futs):  # compact each summary as it arrives
+            results[index[fut.key]] = compact(fut.result())
+            fut.release()
     finally:
         client.close()
     return list(results), notes

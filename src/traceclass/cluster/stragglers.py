@@ -110,7 +110,7 @@ def judge(summaries: Sequence[dict[str, Any]], m: Matched, st: InstanceStats) ->
         stp = np.asarray(s["collectives"]["step"], dtype=np.int64)
         steps_seen.update(stp[rows[rows >= 0]].tolist())
     n_steps = max(len(steps_seen), 1)
-    step_p50 = _median([_median(s["steps"]["wall_ns"]) for s in summaries if s["steps"]["wall_ns"]])
+    step_p50 = _median([_median(s["steps"]["wall_ns"]) for s in summaries if len(s["steps"]["wall_ns"])])
     blame_pct = 100.0 * (blame / n_steps) / step_p50 if step_p50 > 0 else np.zeros(R)
     straggler = (pvals < ALPHA / max(R, 1)) & (blame_pct >= MIN_BLAME_PCT)
     med = {k: np.array([_median(s["steps"][k]) for s in summaries]) for k in ("compute_ns", "data_ns", "other_ns")}
