@@ -16,7 +16,8 @@ HELP = "analyze a trace and print the bottleneck report"
 DESCRIPTION = (
     "Analyze a torch.profiler trace (.json, .json.gz), an Nsight Systems SQLite export "
     "(.sqlite; .nsys-rep with nsys on PATH) or a py-spy profile (speedscope, raw/collapsed, "
-    "chrometrace). The format is detected from the content. Exit codes: 0 report written, "
+    "chrometrace). The format is detected from the content. Two or more traces of one job (files, a "
+    "directory or a glob; per-rank .tcsum.json summaries too) give a cluster report. Exit codes: 0 report written, "
     "1 a finding at or above --fail-on, 2 unreadable input or bad configuration."
 )
 

@@ -134,7 +134,6 @@ def match(summaries: Sequence[dict[str, Any]], ranks: Sequence[int]) -> Matched:
     rank_pos = {rk: p for p, rk in enumerate(ranks)}
     out_rows, out_name, out_group, out_kind, expected, complete, p2p = [], [], [], [], [], [], []
     mismatched = 0
-    # instances in time order of their first rank's row start
     for key, per in keys.items():
         first_r = min(per)
         t0 = summaries[first_r]["collectives"]
@@ -152,7 +151,7 @@ def match(summaries: Sequence[dict[str, Any]], ranks: Sequence[int]) -> Matched:
         m = members.get(key)
         exp = len([x for x in m if x in rank_pos]) if m else len(per)
         if key_kind[key] in ("ordinal", "stream") and not m:
-            exp = len([1 for lr in lanes.get(key[:2], {}) if True])
+            exp = len(lanes.get(key[:2], {}))  # no member list: the ranks that have the lane
         out_rows.append(row)
         out_name.append(nm)
         out_group.append(t0["group"][i0] or (key[1] if key_kind[key] == "ordinal" else ""))
