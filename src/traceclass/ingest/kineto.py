@@ -422,22 +422,29 @@ class _ChunkState:
                 extra["shared_mem"] = _ints([a.shared_memory for a in args])
             if c in (_MEMCPY, _MEMSET):
                 extra["bytes"] = _ints([a.nbytes for a in args])
-            corr, ext = _ints([a.correlation for a in args]), _ints([a.external_id for a in args])
-            self.cols.add(c, start_ns=t, end_ns=t + d, device=dev, stream=stream, name=names,
-                          correlation=corr, external_id=ext, **extra)
+            self.cols.add(
+                c,
+                start_ns=t,
+                end_ns=t + d,
+                device=dev,
+                stream=stream,
+                name=names,
+                correlation=_ints([a.correlation for a in args]),
+                external_id=_ints([a.external_id for a in args]),
+                **extra,
+            )
             if c == _KERNEL:
-                self._comms(True, args, t, d, dev, stream, corr, ext)
+                self._comms(True, args, t, d, dev, stream)
             return
         pid = _ints([e.pid for e in sub])
         tid = _ints([e.tid for e in sub])
         base = dict(start_ns=t, end_ns=t + d, pid=pid, tid=tid, name=names)
         if c == _OP:
             inputs = self._inputs(args)
-            ext = _ints([a.external_id for a in args])
-            self._comms(False, args, t, d, pid, tid, np.full(len(args), -1, dtype=np.int64), ext)
+            self._comms(False, args, t, d, pid, tid)
             self.cols.add(
                 c,
-                external_id=ext,
+                external_id=_ints([a.external_id for a in args]),
                 seq=_ints([a.seq for a in args]),
                 inputs=inputs,
                 flops=_floats([a.flops for a in args]),
@@ -457,8 +464,9 @@ class _ChunkState:
                 **base,
             )
 
-    def _comms(self, is_kernel: bool, args: list[_Args], *cols: np.ndarray) -> None:
-        found = comm_columns(is_kernel, args, *cols, self.strings, _ints)
+    def _comms(self, is_kernel: bool, args: list[_Args], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
+               tid: np.ndarray) -> None:
+        found = comm_columns(is_kernel, args, t, d, pid, tid, self.strings, _ints)
         if found is not None:
             self.cols.add(_COMMS, **found)
 

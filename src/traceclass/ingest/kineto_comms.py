@@ -43,8 +43,7 @@ class CommArgs(msgspec.Struct, gc=False):
 
 
 def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
-                 tid: np.ndarray, correlation: np.ndarray, external_id: np.ndarray,
-                 strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
+                 tid: np.ndarray, strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
     """Columns of the events among ``args`` that carry collective arguments (None: none do).
     ``ints`` is the reader's tolerant list -> int64 converter."""
     keep = [k for k, a in enumerate(args) if a.coll_name is not None or a.pg_name is not None]
@@ -60,7 +59,8 @@ def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray,
     return dict(
         kind=np.full(len(keep), KERNEL if is_kernel else OP, dtype=np.int8),
         start_ns=t[idx], end_ns=t[idx] + d[idx], pid=pid[idx], tid=tid[idx],
-        correlation=correlation[idx], external_id=external_id[idx],
+        correlation=ints([a.correlation for a in sub]) if is_kernel else np.full(len(sub), -1, dtype=np.int64),
+        external_id=ints([a.external_id for a in sub]),
         collective=text([a.coll_name for a in sub]), dtype=text([a.coll_dtype for a in sub]),
         in_nelems=ints([a.in_nelems for a in sub]), out_nelems=ints([a.out_nelems for a in sub]),
         in_split=text([a.in_split for a in sub]), out_split=text([a.out_split for a in sub]),
