@@ -158,7 +158,9 @@ def run_local(paths: Sequence[str], config: Any = None, jobs: int | None = None,
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         futs = {pool.submit(summarize_path, p, config, per_rank_dir): k for k, p in enumerate(paths)}
         for done, fut in enumerate(cf.as_completed(futs), 1):
-            results[futs[fut]] = compact(fut.result())
+            # drop our reference at once: a finished Future keeps its (uncompacted) result
+            results[futs.pop(fut)] = compact(fut.result())
+            del fut
             if progress:
                 progress(done, len(paths))
     return results  # type: ignore[return-value]
