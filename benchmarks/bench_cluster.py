@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -188,9 +189,9 @@ def main() -> None:
                     p.terminate()
                     p.wait(timeout=30)
         if not a.keep:
-            for f in d.iterdir():
-                f.unlink()
-            d.rmdir()
+            shutil.rmtree(d)
+    if not a.keep:
+        shutil.rmtree(root)
 
 
 if __name__ == "__main__":
