@@ -65,11 +65,11 @@ def run(args: argparse.Namespace) -> int:
         if not os.path.isfile(f):
             raise TraceFormatError(f, "no such file")
     cfg = config_from_args(args)
-    fmt = args.format or ("json" if (args.output or "").lower().endswith(".json") else "md")
-    if args.issue and fmt == "json":
-        raise ConfigError("--issue produces markdown; drop --format json")
-    if getattr(args, "plot", None):
-        raise ConfigError("--plot draws one trace's roofline; use --per-rank-dir for per-rank reports")
+    fmt = "issue" if args.issue else (args.format or ("json" if (args.output or "").lower().endswith(".json") else "md"))
+    if args.issue and args.format not in (None, "issue"):
+        raise ConfigError(f"--issue produces markdown; drop --format {args.format}")
+    if fmt == "plot" or getattr(args, "plot", None):
+        raise ConfigError("the roofline plot is drawn per trace; use --per-rank-dir for per-rank reports")
     if args.per_rank_dir:
         os.makedirs(args.per_rank_dir, exist_ok=True)
     notes: list[str] = []
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise TraceclassError(f"{errors[0]}{more}")
     report = build(summaries, link_gbps=args.link_gbps, select=cfg.select, ignore=cfg.ignore)
     report["notes"] = notes + report["notes"]
-    out = render_json(report) if fmt == "json" else render_markdown(report, issue=args.issue)
+    out = render_json(report) if fmt == "json" else render_markdown(report, issue=fmt == "issue")
     if args.output:
         write_atomic(args.output, out)
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
@@ -827,7 +827,3 @@ def _meta(top: dict[str, Any]) -> dict[str, Any]:
         if isinstance(dist.get("pg_config"), list):  # not a scalar: kept off reports, read by the cluster step
             meta["distributed.pg_config"] = dist["pg_config"]
     return meta
-
-
-def iter_names(trace: Trace, codes: Iterable[int]) -> list[str]:
-    return [trace.strings[c] for c in codes]

@@ -4,6 +4,7 @@ from traceclass.model.comms import Comms
 from traceclass.model.enums import (
     AnnotationKind,
     ApiKind,
+    Captured,
     CopyKind,
     GpuKind,
     MemKind,
@@ -29,6 +30,7 @@ __all__ = [
     "Annotations",
     "ApiCalls",
     "ApiKind",
+    "Captured",
     "Comms",
     "CopyKind",
     "DeviceInfo",
