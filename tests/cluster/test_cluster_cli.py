@@ -63,7 +63,12 @@ def test_markdown_fail_on_and_per_rank_dir(rank_dir, tmp_path, capsys):
     assert "| 1 **straggler** |" in md and "TC801 collective-straggler" in md
     assert sorted(p.name for p in out.iterdir()) == [f"rank{r}.md" for r in range(4)]
     assert main(["analyze", str(rank_dir), "--issue", "--jobs", "1"]) == 0
-    assert len(capsys.readouterr().out) < 65_536
+    issue = capsys.readouterr().out
+    assert len(issue) < 65_536 and issue.startswith("# traceclass cluster report")
+    assert main(["analyze", str(rank_dir), "--format", "issue", "--jobs", "1"]) == 0
+    assert capsys.readouterr().out == issue
+    assert main(["analyze", str(rank_dir), "--format", "plot", "-o", str(tmp_path / "x.png")]) == 2
+    assert "per trace" in capsys.readouterr().err
 
 
 def test_bad_inputs_exit_2(tmp_path, rank_dir, capsys):
