@@ -33,7 +33,7 @@ def test_terminal_text_has_no_markdown_and_fits(report, width):
     assert "## backward ##" in out  # the stage name, unescaped
     assert "Top GPU kernels\n---------------" in out
     # a table row: the largest finding's time, severity, rule and title on one line
-    assert re.search(r"^328 ms +high +TC202 launch-gap +Cut launch overhead", out, re.M)
+    assert re.search(r"^225 ms +high +TC202 launch-gap +Cut launch overhead", out, re.M)
 
 
 def test_terminal_renderer_is_a_registry_module():

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 from traceclass import units
 from traceclass.render.escape import clean, code, shorten, text
-from traceclass.render.verdict import key_numbers, opportunities, verdict_sentences
+from traceclass.render.verdict import key_numbers, opportunities, opportunities_header, verdict_sentences
 from traceclass.report.model import Report
 from traceclass.rule import Finding
 
@@ -155,7 +155,7 @@ def _verdict(r: Report) -> str:
     lines.append(" ".join(verdict_sentences(r, name, text)))
     opp = opportunities(r, name, text)
     if opp:
-        lines += ["", "**Top opportunities** (what a fix could save, estimated; evidence under Findings):", ""]
+        lines += ["", f"**Top opportunities** ({opportunities_header(r)}; evidence under Findings):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
     return "\n".join(lines)
 
@@ -413,7 +413,9 @@ def _timeline(r: Report) -> str:
         if d.launches:
             bits.append(f"{d.launches:,} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
                         f"P90 {units.duration(d.launch_delay_p90_ns)}, max {units.duration(d.launch_delay_max_ns)}; "
-                        f"{d.kernels_shorter_than_launch:,} kernels ran shorter than their launch call")
+                        f"{d.kernels_shorter_than_launch:,} kernels ran shorter than their launch call"
+                        + ("; a launch delay of milliseconds means a deep queue (the host runs ahead of the GPU), "
+                           "not a slow launch" if (d.launch_delay_p50_ns or 0) >= 1e6 else ""))
         if bits:
             out.append(f"\nGPU {d.device}: " + "; ".join(bits) + ".")
         if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:
