@@ -23,6 +23,7 @@ FORMATS = (
     "speedscope",
     "collapsed",
     "chrome-trace",
+    "flamegraph-svg",
 )
 
 
@@ -46,6 +47,10 @@ def load(path: str | os.PathLike[str], progress: Progress = None, fmt: str | Non
             from traceclass.ingest.collapsed import read_collapsed
 
             return read_collapsed(p, progress=progress)
+        if kind == "flamegraph-svg":
+            from traceclass.ingest import flamegraph_svg
+
+            return flamegraph_svg.read(p, progress=progress)
         if kind in ("json", "kineto", "speedscope", "chrome-trace"):
             return _load_json(p, progress, kind)
     except TraceFormatError:

@@ -198,7 +198,7 @@ def sniff(path: str | os.PathLike[str]) -> str:
     """Format of a file, from its content (extension only for binary nsys reports).
 
     Returns one of: ``nsys-sqlite``, ``nsys-rep``, ``json`` (decided further by the JSON
-    dispatcher), ``collapsed``.
+    dispatcher), ``flamegraph-svg``, ``collapsed``.
     """
     p = Path(path)
     head = read_head(p)
@@ -209,6 +209,9 @@ def sniff(path: str | os.PathLike[str]) -> str:
     name = p.name.lower()
     if name.endswith((".nsys-rep", ".qdrep")):
         return "nsys-rep"
+    from traceclass.ingest.almost import refuse_almost_right
+
+    refuse_almost_right(p, head)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "collapsed"  # UTF-16 text: only collapsed stacks come that way
     stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
@@ -216,6 +219,10 @@ def sniff(path: str | os.PathLike[str]) -> str:
         raise TraceFormatError(p, "file contains only whitespace")
     if stripped[:1] in (b"{", b"["):
         return "json"
+    from traceclass.ingest import flamegraph_svg
+
+    if flamegraph_svg.sniff(head):
+        return flamegraph_svg.FORMAT
     if b"\x00" in head:
         raise TraceFormatError(p, "binary file of unknown format (not JSON, SQLite or text)")
     return "collapsed"
