@@ -36,7 +36,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device")}
+    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device", "sample_rate_hz")}
     cfg = load_config(getattr(args, "config", None), overrides=overrides)
     sel = tuple(s.strip() for s in (getattr(args, "select", None) or "").split(",") if s.strip())
     ign = tuple(s.strip() for s in (getattr(args, "ignore", None) or "").split(",") if s.strip())
@@ -55,6 +55,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
     bar = ProgressBar(path)
     try:
         trace = load(path, progress=bar)
+        if cfg.analysis.sample_rate_hz is not None:
+            from traceclass.ingest.sampled import with_sample_rate
+
+            trace = with_sample_rate(trace, cfg.analysis.sample_rate_hz)
         if source_roots and len(trace.samples):
             from traceclass.ingest.sourcelines import attach_source_lines
 
