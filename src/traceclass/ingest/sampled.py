@@ -52,6 +52,13 @@ class ThreadRegistry:
     def __len__(self) -> int:
         return len(self.pid)
 
+    def truncate(self, n: int) -> None:
+        """Forget the threads registered after the first ``n`` (a profile that was skipped)."""
+        if n >= len(self.pid):
+            return
+        self._index = {k: v for k, v in self._index.items() if v < n}
+        del self.pid[n:], self.tid[n:], self.name[n:]
+
     def table(self) -> Threads:
         return Threads.build(
             len(self.pid),
