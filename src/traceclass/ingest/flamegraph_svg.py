@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from traceclass.errors import TraceFormatError
+from traceclass.ingest.collapsed import _thread_for_roots
 from traceclass.ingest.frametext import parse_frame, parse_pseudo
 from traceclass.ingest.sampled import ThreadRegistry, assemble, has_line_numbers
 from traceclass.ingest.source import Progress, read_bytes
@@ -116,7 +117,7 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
     threads = ThreadRegistry(strings)
     pseudo_u = np.array([parse_pseudo(t) is not None for t in names], dtype=bool)
     thread_row, is_frame, tparent, tdepth = _threads_and_stack_parents(
-        depth, parent, root, pseudo_u[name_code], names, name_code, threads
+        depth, parent, root, pseudo_u[name_code], names, name_code, threads, self_count > 0
     )
     # a frame id per distinct name drawn as a program frame
     fid_u = np.full(len(names), -1, dtype=np.int64)
@@ -294,6 +295,7 @@ def _threads_and_stack_parents(
     names: list[str],
     code: np.ndarray,
     threads: ThreadRegistry,
+    has_self: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Thread row per frame, whether it is a program frame, and its parent and depth in the
     stack once the root and py-spy's thread/process root frames are taken out."""
@@ -331,9 +333,9 @@ def _threads_and_stack_parents(
             if head[i]:
                 chain = chain + ((names[code[i]],) if i != root else ())
                 roots_of[i] = chain
+                if not has_self[i]:
+                    continue  # a thread only when samples end on this root frame itself
             if chain:
-                from traceclass.ingest.collapsed import _thread_for_roots
-
                 thread_row[i] = _thread_for_roots(threads, chain)
             else:
                 if default < 0:
