@@ -37,11 +37,14 @@ FORMAT = "flamegraph-svg"
 #: the minimum drawn width (px) of inferno's and flamegraph.pl's defaults (``--minwidth``)
 DEFAULT_MIN_WIDTH_PX = 0.1
 
-# one frame: <g ...><title>NAME (COUNT UNIT, PCT%[; delta])</title>[<a ...>]<rect ATTRS>
-_FRAME = re.compile(
-    rb"<g\b[^>]*>\s*<title>([^<]*?) \(([\d,]+) [^<,()]*?, [-+\d.]+%[^<()]*\)</title>\s*"
-    rb"(?:<a\b[^>]*>\s*)?<rect\b([^>]*)>"
-)
+# one frame: <g ...><title>TITLE</title>[<a ...>]<rect ATTRS>
+_FRAME = re.compile(rb"<g\b[^>]*>\s*<title>([^<]*)</title>\s*(?:<a\b[^>]*>\s*)?<rect\b([^>]*)>")
+# TITLE = NAME (COUNT UNIT, PCT%[; delta]); flamegraph.pl writes COUNT as 12,345
+_TITLE = re.compile(rb"^(.*) \(([\d,]+) [^,()\n]*, [-+\d.]+%[^()\n]*\)$", re.S)
+_TITLES = re.compile(rb"^(.*) \(([\d,]+) [^,()\n]*, [-+\d.]+%[^()\n]*\)$", re.M)
+# the attribute order both inferno and flamegraph.pl write, read in one pass
+_XYW = re.compile(rb'\sx="([^"\x00]*)"\s+y="([^"\x00]*)"\s+width="([^"\x00]*)"')
+_FGXW = re.compile(rb'\sfg:x="([^"\x00]*)"\s+fg:w="([^"\x00]*)"')
 _ATTR = {
     name: re.compile(rb"\s" + re.escape(name.encode()) + rb'="([^"]*)"')
     for name in ("x", "y", "width", "fg:x", "fg:w")
@@ -64,7 +67,7 @@ def sniff(head: bytes) -> bool:
         b"jonhoo/inferno" in h
         or b"flame graph" in low
         or b"flamegraph" in low
-        or _FRAME.search(h) is not None
+        or any(_TITLE.match(m.group(1)) for m in _FRAME.finditer(h))
     )
 
 
@@ -79,13 +82,17 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     found = _FRAME.findall(data)
-    if not found:
+    titles, attrs_b = (zip(*found) if found else ((), ()))
+    del found
+    names_b, counts_b, keep = _split_titles(titles)
+    del titles
+    if keep is not None:
+        attrs_b = tuple(a for a, k in zip(attrs_b, keep) if k)
+    n = len(names_b)
+    if not n:
         raise TraceFormatError(
             path, "SVG without flamegraph frames (no <g><title>NAME (N samples, P%)</title><rect> elements)"
         )
-    n = len(found)
-    names_b, counts_b, attrs_b = zip(*found)
-    del found
     count = _ints(counts_b)
     ycol, xcol, wcol = _geometry(path, attrs_b)
     del attrs_b
@@ -200,9 +207,23 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
     )
 
 
-def _ints(values: tuple[bytes, ...]) -> np.ndarray:
+def _split_titles(titles: tuple[bytes, ...]) -> tuple[list[bytes], list[bytes], list[bool] | None]:
+    """(names, counts, which titles are frame titles: None when all are)."""
+    joined = b"\n".join(titles)
+    if joined.count(b"\n") == len(titles) - 1:
+        pairs = _TITLES.findall(joined)
+        if len(pairs) == len(titles):
+            names, counts = zip(*pairs) if pairs else ((), ())
+            return list(names), list(counts), None
+    # a title with a line break, or one that is not a frame's: one by one
+    matches = [_TITLE.match(t) for t in titles]
+    keep = [m is not None for m in matches]
+    return [m.group(1) for m in matches if m], [m.group(2) for m in matches if m], keep
+
+
+def _ints(values: tuple[bytes, ...] | list[bytes]) -> np.ndarray:
     arr = np.array(values, dtype=bytes)
-    if any(b"," in v for v in values):  # flamegraph.pl writes 12,345
+    if b"," in b"".join(values):  # flamegraph.pl writes 12,345
         arr = np.char.replace(arr, b",", b"")
     return arr.astype(np.int64)
 
@@ -234,14 +255,23 @@ def _column(attrs: tuple[bytes, ...], name: str) -> list[bytes] | None:
 
 def _geometry(path: str, attrs: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, x, width) per frame; x/width in samples when inferno wrote fg:x/fg:w (exact)."""
-    y = _column(attrs, "y")
-    if y is None:
-        raise TraceFormatError(path, "flamegraph frame without a y position: cannot tell its depth")
-    fx, fw = _column(attrs, "fg:x"), _column(attrs, "fg:w")
+    joined = b"\x00 " + b"\x00 ".join(attrs)
+    xyw = _XYW.findall(joined)
+    fg = _FGXW.findall(joined)
+    del joined
     try:
+        if len(xyw) == len(attrs):
+            x, y, w = (list(c) for c in zip(*xyw))
+        else:
+            y, x, w = _column(attrs, "y"), _column(attrs, "x"), _column(attrs, "width")
+        if y is None:
+            raise TraceFormatError(path, "flamegraph frame without a y position: cannot tell its depth")
+        if len(fg) == len(attrs):
+            fx, fw = (list(c) for c in zip(*fg))
+        else:
+            fx, fw = _column(attrs, "fg:x"), _column(attrs, "fg:w")
         if fx is not None and fw is not None:
-            return _floats(y), _ints(tuple(fx)).astype(np.float64), _ints(tuple(fw)).astype(np.float64)
-        x, w = _column(attrs, "x"), _column(attrs, "width")
+            return _floats(y), _ints(fx).astype(np.float64), _ints(fw).astype(np.float64)
         if x is None or w is None:
             raise TraceFormatError(path, "flamegraph frame without x/width: cannot place it")
         return _floats(y), _floats(x), _floats(w)
