@@ -106,6 +106,28 @@ def test_py_spy_flags_from_the_title():
     assert load(DATA / "cpu_lock.default.svg").sampling.interval_ns is None
 
 
+def test_py_spy_command_line_flags():
+    from traceclass.ingest.flamegraph_svg import _pyspy_flags
+
+    assert _pyspy_flags("py-spy record -ti -r 250 -o x.svg -- python -i a.py") == \
+        {"idle": True, "gil": False, "rate": 250.0}
+    assert _pyspy_flags("/bin/py-spy record --gil --rate=50 --pid 12 -d 3 -f flamegraph") == \
+        {"idle": False, "gil": True, "rate": 50.0}
+    assert _pyspy_flags("py-spy record -r10 -o out.svg -- python a.py") == {"idle": False, "gil": False, "rate": 10.0}
+    assert _pyspy_flags("perf script | flamegraph.pl") is None
+
+
+def test_rate_in_the_title_gives_times(tmp_path):
+    text = (DATA / "cpu_lock.threads.svg").read_text()
+    text = text.replace("py-spy record --threads", "py-spy record --threads --rate 250", 1)
+    p = tmp_path / "r.svg"
+    p.write_text(text)
+    trace = load(p)
+    assert trace.sampling.interval_ns == 4_000_000
+    h = profile_samples(trace).hot_spots[0]
+    assert (h.function, h.line, h.self_ns) == ("fib", 8, 229 * 4_000_000)
+
+
 def test_function_mode_lines_are_def_lines():
     prof = profile_samples(load(DATA / "cpu_lock.function.svg"))
     lines = {(h.function, h.line) for h in prof.hot_spots}

@@ -161,6 +161,8 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
     ]
     if flags is not None and flags.get("rate"):
         interval_ns = int(round(1e9 / flags["rate"]))
+        # each sample stands for one interval, as in py-spy's speedscope output
+        samples = samples.replace(weight_ns=samples.count.astype(np.int64) * interval_ns)
         notes.append(f"sampling rate {flags['rate']:g} Hz from py-spy's command line in the SVG title")
     else:
         notes.append(
