@@ -5,6 +5,7 @@ flamegraph.pl-style and icicle drawings with exactly known trees."""
 
 from __future__ import annotations
 
+import gzip
 import html
 import re
 import subprocess
@@ -251,6 +252,9 @@ def test_detected_by_content_whatever_the_name(tmp_path):
     p.write_bytes((DATA / "cpu_lock.threads.svg").read_bytes())
     assert load(p).source.format == "flamegraph-svg"
     assert sniff(p.read_bytes()[:65536])
+    gz = tmp_path / "flame.svg.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    assert int(load(gz).samples.count.sum()) == int(load(p).samples.count.sum()) == 310
     assert not sniff(b"<?xml version='1.0'?><svg><circle r='1'/></svg>")
     assert not sniff(b"main;foo 3\n")
 
