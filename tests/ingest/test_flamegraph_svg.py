@@ -148,8 +148,15 @@ def _norm(text: str) -> str:
     return re.sub(r"^0x[0-9a-f]+ ", "0x? ", text)
 
 
-@pytest.mark.parametrize("name", RECORDED)
-def test_top_lines_agree_with_a_raw_recording(name):
+PAIRS = [(DATA / f"{n}.svg", DATA / f"{n}.raw.txt") for n in RECORDED] + [
+    (CORPUS / "pyspy" / f"{n}.svg", CORPUS / "pyspy" / f"{n}.raw.txt")
+    for n in ("cpu_lock.default", "cpu_lock.idle_threads", "sleep_io.idle", "torch_train.default")
+    if (CORPUS / "pyspy" / f"{n}.svg").exists()
+]
+
+
+@pytest.mark.parametrize("svg, raw", PAIRS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_top_lines_agree_with_a_raw_recording(svg, raw):
     """A separate raw recording of the same workload: same top line; the SVG's top three
     lines hold shares within 15 points of the raw one's (run-to-run sampling noise)."""
     def shares(path):
@@ -159,7 +166,7 @@ def test_top_lines_agree_with_a_raw_recording(name):
         for h in prof.hot_spots:
             out[_norm(f"{h.function} ({h.file}:{h.line})")] += 100 * h.self_value / tot
         return out
-    a, b = shares(DATA / f"{name}.svg"), shares(DATA / f"{name}.raw.txt")
+    a, b = shares(svg), shares(raw)
     top_a = sorted(a, key=a.get, reverse=True)[:3]
     assert top_a[0] == max(b, key=b.get)
     for line in top_a:
@@ -335,3 +342,24 @@ def test_large_svg_loads_in_linear_time(tmp_path):
     p = tmp_path / "big.svg"
     p.write_text(svg)
     assert reader_self_by_stack(load(p)) == drawn
+
+
+def test_links_differential_titles_and_no_all_root(tmp_path):
+    """flamegraph.pl --nameattr wraps rects in <a>; difffolded titles end in '; +D%'; a drawing
+    cut at a frame has no 'all' root."""
+    rows = [
+        ("main (a.py:1)", 10, 10.0, 0.0, 1180.0), ("work (a.py:5)", 7, 26.0, 0.0, 826.0),
+        ("io (a.py:9)", 2, 26.0, 826.0, 236.0),
+    ]
+    body = "".join(
+        f'<g class="func_g"><title>{n} ({c} samples, {100 * c / 10:.2f}%; +{c}.00%)</title>'
+        f'<a xlink:href="https://x/{i}"><rect x="{10 + x:.1f}" y="{y:.1f}" width="{w:.1f}" height="15.0" '
+        f'fill="rgb(1,2,3)" rx="2" ry="2" /></a></g>\n'
+        for i, (n, c, y, x, w) in enumerate(rows)
+    )
+    p = tmp_path / "diff.svg"
+    p.write_text('<?xml version="1.0" standalone="no"?><svg version="1.1" width="1200" height="60" '
+                 'xmlns="http://www.w3.org/2000/svg"><!-- Flame graph -->' + body + "</svg>")
+    trace = load(p)
+    assert reader_self_by_stack(trace) == {("main (a.py:1)", "work (a.py:5)"): 7,
+                                           ("main (a.py:1)", "io (a.py:9)"): 2, ("main (a.py:1)",): 1}
