@@ -69,7 +69,7 @@ def test_file_with_only_unusable_profiles_is_still_rejected(tmp_path):
 
 # ------------------------------------------------------------ py-spy dump, XPlane, nsys-rep
 
-@pytest.mark.parametrize("name", ["cpu_lock.dump.txt", "cpu_lock.dump_locals.txt"])
+@pytest.mark.parametrize("name", ["cpu_lock.dump.txt", "cpu_lock.dump_locals.txt", "cpu_lock.dump.json"])
 def test_pyspy_dump_says_what_it_is(name):
     with pytest.raises(TraceFormatError) as exc:
         load(DATA / name)

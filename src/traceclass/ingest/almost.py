@@ -1,7 +1,7 @@
 """Inputs that look like a profile but are not one traceclass can read, told apart from junk so
 the message says what the file is and what to record instead.
 
-* ``py-spy dump`` output: one snapshot of each thread's stack (``Process PID: cmd``,
+* ``py-spy dump`` output (text, or ``--json``): one snapshot of each thread's stack (``Process PID: cmd``,
   ``Python vX.Y``, ``Thread TID (active): "name"`` then indented frames). One instant is not a
   profile: there is nothing to add up.
 * XLA/JAX ``*.xplane.pb`` (``jax.profiler``, TensorBoard's profile plugin): a protobuf of
@@ -19,11 +19,15 @@ _DUMP = re.compile(
     rb"\A(?:\xef\xbb\xbf)?\s*Process \d+: [^\n]*\r?\nPython v\d[^\n]*\r?\n(?:\s*\r?\n)*"
     rb"(?:Thread (?:0x[0-9A-Fa-f]+|\d+) \([^)\n]*\)[^\n]*)?"
 )
+# py-spy dump --json: an array of threads, each with its frames
+_DUMP_JSON = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\[\s*\{\s*"pid"\s*:\s*\d+\s*,\s*"thread_id"\s*:')
 _DUMP_THREAD = re.compile(rb"^Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:active|idle)[^)\n]*\)", re.M)
 
 
 def is_pyspy_dump(head: bytes) -> bool:
     """py-spy dump's header, or at least its thread lines over indented frames."""
+    if _DUMP_JSON.match(head) is not None:
+        return b'"owns_gil"' in head and b'"frames"' in head
     return _DUMP.match(head) is not None and (
         _DUMP_THREAD.search(head) is not None or b"\nThread " not in head
     )
