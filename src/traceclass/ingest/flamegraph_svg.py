@@ -74,7 +74,7 @@ def sniff(head: bytes) -> bool:
 def read(path: str, progress: Progress = None) -> Trace:
     """Read a flamegraph SVG: the tree it draws, as aggregated samples per stack."""
     data = read_bytes(path, progress=progress)
-    return read_flamegraph_svg(path, bytes(data))
+    return read_flamegraph_svg(path, data)
 
 
 def read_flamegraph_svg(path: str, data: bytes) -> Trace:
@@ -174,8 +174,8 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
     if omitted:
         notes.append(omitted)
     if root < 0 and len(roots) > 1:
-        notes.append("no single root frame: the drawing's bottom row is read as the program's top frames")
-    if not (pseudo_u[name_code] & (depth <= 2)).any():
+        notes.append("no single root frame: the drawing's root row is read as the program's top frames")
+    if not (pseudo_u[name_code] & ~is_frame).any():
         notes.append(
             "stacks are not split by thread" + (" (py-spy draws thread roots with --threads)" if is_pyspy else "")
         )
