@@ -296,6 +296,7 @@ def test_cli_analyze_with_rate_and_export_round_trip(tmp_path):
     r = _cli("analyze", svg, "--rate", "100")
     assert r.returncode == 0, r.stderr
     assert "samples at 100 Hz" in r.stdout and "TC501" in r.stdout and "cpu\\_lock.py:8" in r.stdout
+    assert "| `lock-waiter (tid 8332)` | 5 | 50 ms |" in r.stdout  # per-thread view
     out = tmp_path / "x.speedscope.json"
     r = _cli("export", svg, "--rate", "100", "-o", out)
     assert r.returncode == 0, r.stderr
@@ -307,7 +308,7 @@ def test_cli_analyze_with_rate_and_export_round_trip(tmp_path):
 
 def test_cli_diff_svg_against_raw_and_speedscope():
     svg = DATA / "cpu_lock.default.svg"
-    for other in (DATA / "cpu_lock.default.raw.txt", DATA / "cpu_lock.default.svg"):
+    for other in (DATA / "cpu_lock.default.raw.txt", DATA / "cpu_lock.idle.svg"):
         r = _cli("diff", svg, other)
         assert r.returncode == 0, r.stderr
         assert "Matched by function, file and line" in r.stdout
