@@ -30,6 +30,7 @@ import numpy as np
 
 from traceclass import costmodel
 from traceclass import timeline as tl
+from traceclass.analysis import roof_choice
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
@@ -96,6 +97,7 @@ class _Env:
     fam: np.ndarray
     inferred: dict[int, str]  # inputs code -> note on how its dtype was inferred
     fam_code: np.ndarray  # int8 family index per gpu row (kernel_families.FAMILY_ORDER)
+    paths: roof_choice.PathCache | None = None  # kernel name -> (precision, unit) it ran on
 
 
 def _dominant_dtype(inputs: OpInputs | None) -> str:
@@ -211,7 +213,8 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     if not gpu_trace and not cpu_roof:
         roof_for = _no_roof
     codes = gpu_family_codes(trace) if family_codes is None else family_codes
-    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes)
+    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes,
+               roof_choice.PathCache(trace))
     windows = np.zeros((0, 2), dtype=np.int64) if warmup_windows is None else np.asarray(warmup_windows)
     if gpu_trace:
         return _gpu_groups(env, owner_mask, owner_of_op, unmodeled, windows)
@@ -366,14 +369,14 @@ def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner
     flops = nbytes = None
     prec = unit = ""
     if cost is not None:
-        roof = env.roof_for(dev, cost.precision, cost.unit)
-        point = classify(cost.flops, cost.bytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
         family, prec, unit = cost.family, cost.precision, cost.unit
         flops, nbytes = cost.flops, cost.bytes
         notes.append(cost.note)
-        if point.over_roof:
-            notes.append("achieved exceeds the spec's roof: the spec does not fit the hardware that ran "
-                         "this (another device, or more CPU cores); no label")
+        judged = _judge(env, cost, per, dev, members, gpu_sel, count)
+        point, prec, unit = judged.point, judged.precision, judged.unit
+        if judged.bytes is not None:
+            flops, nbytes = judged.flops, judged.bytes
+        notes.extend(judged.notes)
     elif _COMM_OP.match(name) or family == "comm":
         point = dataclasses.replace(classify(0.0, 0.0, per, None, 0.0), bound=COMMUNICATION)
         family = "comm"
@@ -408,6 +411,24 @@ def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner
         inputs_code=ic,
         name_code=nc,
     )
+
+
+def _judge(env: _Env, cost: costmodel.OpCost, per: float, dev: int, members: np.ndarray,
+           gpu_sel: np.ndarray | None, count: int) -> roof_choice.Judged:
+    """The roof the group's work ran against (see :mod:`traceclass.analysis.roof_choice`)."""
+    floor, call = env.limits.floor_ns, env.limits.call_ns
+    if gpu_sel is not None and len(gpu_sel):
+        copied = roof_choice.copy_judgement(env.trace, gpu_sel, count, per, dev, env.roof_for, floor, call)
+        if copied is not None:
+            return copied if copied.unit != "vector" else dataclasses.replace(copied, precision=cost.precision)
+        path = roof_choice.dominant_path(env.paths, env.fam, gpu_sel) if env.paths is not None else None
+        return roof_choice.judge_op(cost.flops, cost.bytes, cost.precision, cost.unit, cost.family, per, dev, path,
+                                    env.roof_for, floor, call)
+    if dev >= 0:
+        return roof_choice.judge_op(cost.flops, cost.bytes, cost.precision, cost.unit, cost.family, per, dev, None,
+                                    env.roof_for, floor, call)
+    return roof_choice.judge_cpu_op(env.trace, cost.flops, cost.bytes, cost.precision, cost.unit, per, members,
+                                    env.roof_for, floor, call)
 
 
 def _inferred_dtype(env: _Env, ic: int) -> str:
@@ -446,22 +467,13 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
     else:
         point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
         note = "no op recorded; label from the kernel name"
-    k = gpu.kind[sel]
     host = False
-    if kind == "kernel" and ((k == GpuKind.MEMCPY) | (k == GpuKind.MEMSET)).all():
-        b = gpu.bytes[sel]
-        if (b >= 0).all():
-            # copies carry their byte counts: judge them against the link (host copies) or
-            # device memory, measured rather than guessed from the name
-            nbytes = float(b.sum()) / max(count, 1)
-            host = bool(np.isin(gpu.copy_kind[sel],
-                                (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)).all())
-            roof = env.roof_for(dev, "", "link" if host else "vector")
-            point = classify(0.0, nbytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
-            note = ("bytes from the copy records; roof = host link bandwidth" if host
-                    else "bytes from the copy records; roof = device memory bandwidth")
-            if point.over_roof:
-                note += "; achieved exceeds that roof: the spec does not fit this device"
+    judged = (roof_choice.copy_judgement(trace, sel, count, per, dev, env.roof_for, env.limits.floor_ns,
+                                         env.limits.call_ns) if kind == "kernel" else None)
+    if judged is not None:
+        # copies carry their byte counts: judged against the link they crossed, measured
+        point, nbytes, host = judged.point, judged.bytes, judged.unit == "link"
+        note = "; ".join(judged.notes)
     return OpGroup(
         name=label,
         shapes="",
