@@ -11,6 +11,7 @@ import numpy as np
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
+from traceclass.analysis.achievable import stakes
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
@@ -481,7 +482,7 @@ def _shares(labels: np.ndarray, weights: np.ndarray) -> dict[str, float]:
 def _op_rows(analysis: Analysis) -> tuple[OpRow, ...]:
     total = analysis.ops.total_ns
     out = []
-    for g in analysis.ops.groups:
+    for g, st in zip(analysis.ops.groups, stakes(analysis.ops.groups)):
         p = g.point
         out.append(
             OpRow(
@@ -513,6 +514,9 @@ def _op_rows(analysis: Analysis) -> tuple[OpRow, ...]:
                 note=g.note,
                 top_kernels=g.top_kernels,
                 causal="causal" in g.note,
+                stake_ns=st.stake_ns if st else None,
+                stake_basis=st.basis if st else "",
+                stake_detail=st.detail if st else "",
             )
         )
     return tuple(out)
@@ -600,15 +604,15 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
         others = sorted({f.code for f in idle} - {top.code})
         out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
                                overlaps=tuple(others)))
-    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
-    gaps.sort(key=lambda o: -(o.gap_ns or 0))
+    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.stake_ns and o.stake_ns > 0]
+    gaps.sort(key=lambda o: -(o.stake_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
         pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
         out.append(
             Opportunity(
-                title=f"{o.name} runs at {pct} of its {roof} roof",
-                recoverable_ns=int(o.gap_ns or 0),
+                title=f"{o.name} runs at {pct} of its {roof} roof; achievable {o.stake_basis}",
+                recoverable_ns=int(o.stake_ns or 0),
                 source="roofline",
                 names=(o.name,),
             )

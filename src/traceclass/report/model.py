@@ -147,6 +147,11 @@ class OpRow:
     # time of this group inside each steady-state step, in time order (same basis as total_ns;
     # instances are counted in the step their owner op started in); () when not computed
     step_ns: tuple[int, ...] = ()
+    # achievable stake (analysis.achievable): time above the achievable ceiling, total over calls;
+    # None when the row has no roofline point. gap_ns stays as the datasheet gap.
+    stake_ns: int | None = None
+    stake_basis: str = ""  # "48% best sibling" / "80% documented (gemm)"
+    stake_detail: str = ""  # the sibling, or the documented fraction's source
 
 
 @dataclasses.dataclass(frozen=True)
