@@ -592,6 +592,9 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
 _IDLE_FAMILY = ("TC201", "TC202", "TC203", "TC303", "TC601")
 
 
+_PATTERN_RULES = ("TC102",)
+
+
 def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
     """Largest recoverable times, overlaps removed: idle-time rules count once, and roofline
     gaps (time above an op's lower bound) come in as their own items."""
@@ -604,7 +607,11 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[O
         others = sorted({f.code for f in idle} - {top.code})
         out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
                                overlaps=tuple(others)))
-    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.stake_ns and o.stake_ns > 0]
+    # ops a pattern finding already claims (TC102: the whole unfused attention) do not come back
+    # as roofline items: one cause per stretch of time
+    claimed = {n for f in real if f.code in _PATTERN_RULES for e in f.evidence for n in e.ops}
+    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.stake_ns and o.stake_ns > 0
+            and o.name not in claimed]
     gaps.sort(key=lambda o: -(o.stake_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
