@@ -2,7 +2,7 @@
 
 What it finds
     Eager attention: a softmax over an ``S x S`` score tensor (last two dims equal, at least
-    ``min_seq``) with a matmul (``aten::bmm``/``matmul``/``baddbmm``) among the ``window_ops``
+    ``min_seq_count``) with a matmul (``aten::bmm``/``matmul``/``baddbmm``) among the ``window_count``
     ops before it and one after it on the same thread, scaling, masking and dropout ops in
     between (forward); ``aten::_softmax_backward_data`` over ``S x S`` between the matmuls of
     the backward pass (backward). One finding per direction (forward, backward) and device;
@@ -28,8 +28,8 @@ Example
     0.33 ms: 10.4 ms recoverable per layer.
 
 Thresholds
-    ``min_seq`` (128): below 128 the score matrix of a head fits on chip and the fused kernel's
-    gain is small next to launch costs. ``window_ops`` (4): ops allowed between a matmul and the
+    ``min_seq_count`` (128): below 128 the score matrix of a head fits on chip and the fused kernel's
+    gain is small next to launch costs. ``window_count`` (4): ops allowed between a matmul and the
     softmax (scale, mask, dropout, a dtype copy). ``min_recoverable_us`` (100) and
     ``min_recoverable_pct`` (1.0): a finding needs at least this much recoverable time, and this
     share of the analysed time (the same floors as TC101: below them the change is within the
@@ -56,7 +56,7 @@ MAX_EVIDENCE = 20
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    found = ua.find(ctx.trace, ctx.analysis, int(th["min_seq"]), int(th["window_ops"]))
+    found = ua.find(ctx.trace, ctx.analysis, int(th["min_seq_count"]), int(th["window_count"]))
     by: dict[tuple[bool, int], list[ua.Instance]] = {}
     for i in found:
         by.setdefault((i.backward, i.device), []).append(i)

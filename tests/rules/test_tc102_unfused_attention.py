@@ -46,7 +46,7 @@ def test_unfused_forward_attention_with_projected_flash_time(tmp_path):
 
 def test_short_sequences_and_non_square_softmax_are_not_attention(tmp_path):
     assert findings_for(_attention(tmp_path, seq=64), "TC102") == []
-    assert findings_for(_attention(tmp_path), "TC102", min_seq=1024) == []
+    assert findings_for(_attention(tmp_path), "TC102", min_seq_count=1024) == []
 
 
 def test_corpus_timesformer_attention_fires():
