@@ -138,3 +138,18 @@ def _projection(analysis, device: int, precision: str, bh: int, seq: int, d: int
     t_comp = cost.flops / (roof.peak_flops * DOCUMENTED["attention"].fraction)
     t_mem = cost.bytes / (roof.bandwidth_bps * DOCUMENTED["memory"].fraction)
     return cost.flops, cost.bytes, max(t_comp, t_mem) * 1e9
+
+
+def claimed_groups(trace: Trace, analysis) -> frozenset[int]:  # type: ignore[no-untyped-def]
+    """Op group indices whose every owner instance lies inside an unfused attention instance
+    (with the default thresholds of TC102): fusing removes them, so other rules leave them."""
+    inst = find(trace, analysis)
+    if not inst:
+        return frozenset()
+    opa = analysis.ops
+    inside = np.zeros(len(trace.ops), dtype=bool)
+    inside[np.fromiter((r for i in inst for r in i.rows), dtype=np.int64)] = True
+    groups = opa.op_group
+    hit = np.unique(groups[inside & (groups >= 0)])
+    missed = np.unique(groups[~inside & (groups >= 0)])
+    return frozenset(int(g) for g in np.setdiff1d(hit, missed).tolist())
