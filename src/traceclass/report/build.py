@@ -633,7 +633,12 @@ def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
     for idx, rd in sorted(analysis.devices.items()):
         if idx < 0:
             continue
-        if rd.spec is None:
+        if rd.spec is None and rd.how not in ("unknown", "--device override"):
+            label = f" ({rd.reported_name})" if rd.reported_name else ""
+            notes.append(f"device {idx}{label}: {rd.how}")
+        elif rd.spec is not None and rd.how.startswith(("identified", "deviceProperties")):
+            notes.append(f"device {idx} ({rd.reported_name or 'no name'}): {rd.how}")
+        elif rd.spec is None:
             label = f" ({rd.reported_name})" if rd.reported_name else ""
             notes.append(
                 f"device {idx}{label} is not in the hardware table or its name is ambiguous: "
