@@ -273,10 +273,13 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         graph_rows = np.flatnonzero(orphan & gpu.graph)
         if len(graph_rows):
             launch_names = np.where(gpu.api[graph_rows] >= 0, api.name[np.maximum(gpu.api[graph_rows], 0)], -1)
-            for ln, sel in _slices(launch_names, graph_rows).items():
-                label = f"graph replay ({trace.strings[ln] or 'graph launch'})"
-                groups.append(_kernel_group(env, sel, label, "graph"))
-                members_of.append((np.zeros(0, np.int64), sel))
+            for ln, by_launch in _slices(launch_names, graph_rows).items():
+                # one group per kernel family, so replayed work gets its family's label
+                fam = env.fam_code[by_launch].astype(np.int64)
+                for fc, sel in _slices(fam, by_launch).items():
+                    label = f"graph replay ({trace.strings[ln] or 'graph launch'}): {FAMILY_ORDER[fc]} kernels"
+                    groups.append(_kernel_group(env, sel, label, "graph"))
+                    members_of.append((np.zeros(0, np.int64), sel))
         bare_rows = np.flatnonzero(orphan & ~gpu.graph)
         for nc, sel in _slices(gpu.name[bare_rows], bare_rows).items():
             groups.append(_kernel_group(env, sel, trace.strings[nc], "kernel"))
@@ -461,9 +464,13 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
     dev = int(np.bincount(gpu.device[sel]).argmax())
     per = total / max(count, 1)
     nbytes = None
+    precision = ""
     if kind == "graph":
-        point = classify(0.0, 0.0, per, None, env.limits.floor_ns)
-        note = "kernels replayed by a graph launch: per-op attribution is not in the trace"
+        point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
+        path = roof_choice.dominant_path(env.paths, env.fam, sel) if env.paths is not None else None
+        precision = path[0] if path else ""
+        note = ("kernels replayed by a graph launch, grouped by kernel family: label from the family (heuristic); "
+                "per-op attribution needs the capture trace (--graph-capture)")
     else:
         point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
         note = "no op recorded; label from the kernel name"
@@ -484,10 +491,10 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
         total_ns=total,
         host_ns=0,
         device=dev,
-        family=family if kind == "kernel" else "graph",
+        family=family,
         flops=0.0 if nbytes is not None else None,
         bytes=nbytes,
-        precision="",
+        precision=precision,
         unit="link" if host else "",
         note=note,
         point=point,

@@ -155,7 +155,7 @@ def _stages(r: Report) -> str:
     headers = ["stage", "kind", "count", "P50", "P90", "P99", "total"]
     align = "llrrrrr"
     if has_gpu:
-        headers += ["GPU busy", "GPU busy / wall"]
+        headers += ["GPU busy", "GPU busy / span"]
         align += "rr"
     headers += ["dominant bound", "modeled work vs roof"]
     align += "l"
@@ -178,7 +178,9 @@ def _stages(r: Report) -> str:
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
            + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
-              "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
+              "helper threads such as autograd's), exact to the ns; span = from the range's start to the "
+              "later of its end and the end of the last GPU work it launched (GPU work outlives a short "
+              "CPU range, so busy ÷ wall could pass 100 %). " if has_gpu else "")
            + "Dominant bound = the roofline label holding most of the stage's op time; the last column "
            "puts the stage's modeled FLOPs and bytes against its whole work time (a lower bound on "
            "what the stage achieves).",

@@ -8,10 +8,11 @@ from typing import Sequence
 
 import numpy as np
 
-from traceclass import __version__
+from traceclass import __version__, units
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
 from traceclass.analysis.achievable import stakes
+from traceclass.analysis.graph_replays import notes as graph_replay_notes
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
@@ -645,6 +646,7 @@ def _notes(trace: Trace, analysis: Analysis) -> tuple[str, ...]:
                 "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
+    notes += graph_replay_notes(trace, analysis.gpu_family_code, units.duration)
     if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
     occ = analysis.occurrences

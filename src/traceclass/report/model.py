@@ -93,7 +93,7 @@ class StageRow:
     max_ns: int
     warmup_p50_ns: float | None
     gpu_busy_ns: int | None
-    gpu_share_pct: float | None
+    gpu_share_pct: float | None  # GPU busy / span (range start to the later of its end and its last GPU work)
     dominant_bound: str  # by time of the work inside the stage; "" when nothing classified
     bound_shares_pct: dict[str, float]
     flops: float | None  # modeled FLOPs inside the steady-state occurrences
