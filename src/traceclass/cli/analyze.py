@@ -31,6 +31,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--graph-capture", metavar="FILE",
+                   help="torch.profiler trace of the CUDA/HIP graph capture: maps replayed kernels to the ops "
+                        "that captured them")
     add_analysis_options(p)
     p.set_defaults(func=run)
 
@@ -74,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.issue and fmt == "json":
         raise ConfigError("--issue produces markdown; drop --format json")
     trace, analysis, report = load_and_report(args.trace, cfg, args.source_root)
+    if getattr(args, "graph_capture", None):
+        report = _with_capture(trace, report, args.graph_capture)
     if fmt == "json":
         from traceclass.render.json_report import render as render_json
 
@@ -101,6 +106,17 @@ def run(args: argparse.Namespace) -> int:
         if any(f.severity in order[: worst + 1] for f in report.findings):
             return 1
     return 0
+
+
+def _with_capture(trace, report, path: str):  # type: ignore[no-untyped-def]
+    """The report with the capture mapping of its graph replays in the notes."""
+    import dataclasses
+
+    from traceclass import units
+    from traceclass.analysis.graph_capture_map import notes
+    from traceclass.ingest.graph_capture import read_capture
+
+    return dataclasses.replace(report, notes=report.notes + tuple(notes(trace, read_capture(path), units.duration)))
 
 
 def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
