@@ -229,7 +229,7 @@ def _ops(r: Report, top_n: int) -> str:
         out += [f"- {text(b, 60)}: {text(d, 400)}" for b, d in details]
     out += _kernel_groups([o for o in r.ops if o.kind != "op"], top_n)
     by_note: dict[str, list[str]] = {}
-    for o in op_rows[:top_n]:
+    for o in op_rows[:top_n] + [k for k in r.ops if k.kind != "op"][:top_n]:
         if o.note and o.name not in by_note.setdefault(o.note, []):
             by_note[o.note].append(o.name)
     if by_note:
