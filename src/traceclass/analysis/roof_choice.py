@@ -221,11 +221,18 @@ def judge_cpu_op(trace: Trace, flops: float, nbytes: float, precision: str, unit
     point = classify(flops, nbytes, per_ns, roof, floor_ns, call_ns)
     if point.over_roof:
         need = min_cores(point, base)
-        basis = f"{max(threads, cores)} core{'s' if max(threads, cores) > 1 else ''} "
-        basis += "(threads seen running it)" if threads > cores else "(the CPU spec's core count)"
-        extra = f"; the measurement needs at least {need} cores of this CPU" if need else ""
-        notes.append(f"achieved beats the CPU roof for {basis}{extra}: the op ran intra-op threads the profiler "
-                     "does not record (pass --cpu NAME:CORES); no label")
+        n = max(threads, cores)
+        basis = f"{n} core{'s' if n > 1 else ''} " + (
+            "(threads seen running it)" if threads > cores else "(the CPU spec's core count)")
+        if need is not None and need > n:
+            notes.append(f"achieved beats the CPU roof for {basis}; the measurement needs at least {need} cores of "
+                         "this CPU: the op ran intra-op threads the profiler does not record (pass --cpu "
+                         "NAME:CORES); no label")
+        else:
+            notes.append(f"achieved beats the CPU memory roof ({roof.bandwidth_bps / 1e9:.4g} GB/s of DRAM, "
+                         f"measured {(point.achieved_bytes_per_s or 0) / 1e9:.4g} GB/s of ideal traffic): the working "
+                         "set was served from caches; suspect figure: the DRAM bandwidth for this op; no label"
+                         if roof is not None else "achieved beats the CPU roof; no label")
         point = dataclasses.replace(point, pct_of_roof=None, gap_ns=None, bound=UNCLASSIFIED)
     return Judged(point, precision, unit, tuple(notes))
 
