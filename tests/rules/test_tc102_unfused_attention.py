@@ -55,3 +55,28 @@ def test_corpus_timesformer_attention_fires():
     assert f.values["instances_count"] == 12
     assert f.location.startswith("unfused forward attention: S = 3137, D = 64")
     assert f.values["time_ns"] > 100_000_000 and f.values["projected_fused_ns"] < 5_000_000
+
+
+def test_unfused_backward_attention(tmp_path):
+    b = KinetoBuilder()
+    t = 0
+    chain = [  # BmmBackward of P @ V (dV, dP), softmax backward, BmmBackward of Q @ K^T (dQ, dK)
+        ("aten::bmm", [[BH, S, S], [BH, S, D]], [BF16, BF16]),
+        ("aten::bmm", [[BH, S, D], [BH, D, S]], [BF16, BF16]),
+        ("aten::_softmax_backward_data", [[8, 12, S, S], [8, 12, S, S], [], []], [BF16, BF16, "int", "int"]),
+        ("aten::bmm", [[BH, S, S], [BH, S, D]], [BF16, BF16]),
+        ("aten::bmm", [[BH, D, S], [BH, S, S]], [BF16, BF16]),
+    ]
+    for name, dims, types in chain:
+        ext = b.op(name, t, 20_000, dims=dims, types=types)
+        b.launch(ext, "sm90_xmma_gemm_bf16bf16_bf16f32" if "bmm" in name else "softmax_bwd", t + 5_000,
+                 100_000 + t * 100, 1_000_000)
+        t += 30_000
+    (f,) = findings_for(load(b.write(tmp_path / "bwd.json")), "TC102")
+    spec = hardware.get("h100-sxm")
+    flops = 2.0 * BH * S * S * (3 * D + 2 * D)  # score recompute, dV, dP, dQ, dK
+    nbytes = 4.0 * BH * S * D * 2 + 4.0 * BH * S * D * 2  # dO, Q, K, V, O read; dQ, dK, dV written
+    projected = max(flops / (spec.peaks["matrix_bf16"] * 0.75), nbytes / (spec.memory_bandwidth_bps * 0.9)) * 1e9
+    assert f.location == "unfused backward attention: S = 512, D = 64"
+    assert f.values["time_ns"] == 5_000_000
+    assert f.values["projected_fused_ns"] == round(projected)
