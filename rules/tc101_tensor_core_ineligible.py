@@ -71,7 +71,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if len(ctx.trace.gpu) == 0:
         return  # CPU-only trace: no tensor cores to miss
     analysed = ctx.analysed_ns
-    claimed = ua.claimed_groups(ctx.trace, ctx.analysis)  # left to TC102 unfused-attention
+    claimed = ua.claimed_groups(ctx.trace, ctx.analysis, ctx.unfused_attention)  # left to TC102
     found = tc.candidates(ctx.trace, ctx.analysis, th["align_bytes"], claimed)
     devices = sorted({dev for _, dev in found})
     for (reason, dev), items in sorted(found.items()):

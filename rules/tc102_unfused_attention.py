@@ -56,7 +56,9 @@ MAX_EVIDENCE = 20
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    found = ua.find(ctx.trace, ctx.analysis, int(th["min_seq_count"]), int(th["window_count"]))
+    seq, window = int(th["min_seq_count"]), int(th["window_count"])
+    found = (ctx.unfused_attention if (seq, window) == (ua.MIN_SEQ, ua.WINDOW)
+             else ua.find(ctx.trace, ctx.analysis, seq, window))
     by: dict[tuple[bool, int], list[ua.Instance]] = {}
     for i in found:
         by.setdefault((i.backward, i.device), []).append(i)

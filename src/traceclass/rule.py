@@ -121,6 +121,14 @@ class Context:
                             zero="info")
 
     @functools.cached_property
+    def unfused_attention(self) -> list[Any]:
+        """Unfused attention instances with the default pattern thresholds (TC102 finds them,
+        TC101 leaves their ops alone): :func:`traceclass.analysis.unfused_attention.find`."""
+        from traceclass.analysis.unfused_attention import find
+
+        return find(self.trace, self.analysis)
+
+    @functools.cached_property
     def gpu_analysed(self) -> np.ndarray:
         """Mask over ``trace.gpu``: work launched inside the analysed windows (all work without steps)."""
         return gpu_in_analysed(self.trace, self.analysed)

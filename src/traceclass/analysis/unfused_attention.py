@@ -30,6 +30,8 @@ from traceclass.model.strings import OpInputs
 SOFTMAX_FWD = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
 SOFTMAX_BWD = ("aten::_softmax_backward_data",)
 MATMULS = ("aten::bmm", "aten::matmul", "aten::baddbmm", "aten::mm", "aten::einsum")
+MIN_SEQ = 128  # TC102's default min_seq_count
+WINDOW = 4  # TC102's default window_count
 _DTYPE_TEXT = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float"}
 
 
@@ -54,7 +56,7 @@ def _codes(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
     return np.array(found or [-2], np.int64)
 
 
-def find(trace: Trace, analysis, min_seq: int = 128, window: int = 4) -> list[Instance]:  # type: ignore[no-untyped-def]
+def find(trace: Trace, analysis, min_seq: int = MIN_SEQ, window: int = WINDOW) -> list[Instance]:  # type: ignore[no-untyped-def]
     """Unfused attention instances in the steady-state op time."""
     ops = trace.ops
     if not len(ops):
@@ -140,10 +142,9 @@ def _projection(analysis, device: int, precision: str, bh: int, seq: int, d: int
     return cost.flops, cost.bytes, max(t_comp, t_mem) * 1e9
 
 
-def claimed_groups(trace: Trace, analysis) -> frozenset[int]:  # type: ignore[no-untyped-def]
-    """Op group indices whose every owner instance lies inside an unfused attention instance
-    (with the default thresholds of TC102): fusing removes them, so other rules leave them."""
-    inst = find(trace, analysis)
+def claimed_groups(trace: Trace, analysis, inst: list[Instance]) -> frozenset[int]:  # type: ignore[no-untyped-def]
+    """Op group indices whose every owner instance lies inside one of the unfused attention
+    instances ``inst``: fusing removes them, so other rules leave them."""
     if not inst:
         return frozenset()
     opa = analysis.ops
