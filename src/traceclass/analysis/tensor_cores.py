@@ -50,7 +50,6 @@ from traceclass.model import Trace
 from traceclass.model.dtypes import dtype_size
 
 FP32, MISALIGNED = 0, 1
-TF32_KERNEL = re.compile(r"(?i)tf32|xf32|tensorop_s|s1688|s16816")
 NARROW_ALIGN = re.compile(r"_align[12](?!\d)")
 LOW_PRECISION = ("fp16", "bf16", "fp8", "int8")
 _GEMM_OPERANDS = {  # op -> (index of A, index of B); K = A[-1], N = B[-1] (linear: N = W[0])
