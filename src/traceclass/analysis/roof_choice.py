@@ -90,7 +90,9 @@ def judge_op(flops: float, nbytes: float, precision: str, unit: str, family: str
     notes: list[str] = []
     prec, un = precision, unit
     if path is not None and family in _MATRIX_FAMILIES and unit == "matrix":
-        if path != (prec, un) and (prec == "fp32" or path[0] == prec):
+        # the kernel decides when it shows a faster path than the dtype (fp32 data on TF32 or
+        # CUDA cores; 16-bit activations with fp8/int8 weights), or the same precision's unit
+        if path != (prec, un) and (prec == "fp32" or path[0] == prec or path[0] in ("fp8", "int8")):
             notes.append(f"kernels ran on {describe(path)} (kernel names): judged against that roof")
             prec, un = path
     roof = roof_for(dev, prec, un)
