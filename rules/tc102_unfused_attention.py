@@ -28,12 +28,7 @@ Example
     0.33 ms: 10.4 ms recoverable per layer.
 
 Thresholds
-    ``min_seq_count`` (128): below 128 the score matrix of a head fits on chip and the fused kernel's
-    gain is small next to launch costs. ``window_count`` (4): ops allowed between a matmul and the
-    softmax (scale, mask, dropout, a dtype copy). ``min_recoverable_us`` (100) and
-    ``min_recoverable_pct`` (1.0): a finding needs at least this much recoverable time, and this
-    share of the analysed time (the same floors as TC101: below them the change is within the
-    spread between steady steps).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC102``).
 """
 
 from __future__ import annotations
@@ -46,11 +41,23 @@ from traceclass.analysis import unfused_attention as ua
 from traceclass.analysis.achievable import DOCUMENTED
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC102", name="unfused-attention", family="compute",
+RULE = RuleInfo(code="TC102", name="unfused-attention", family=Family.COMPUTE,
                 summary="eager attention (matmul -> softmax -> matmul over S x S) instead of fused SDPA",
-                needs=("ops", "shapes"))
+                needs=(Need.OPS, Need.SHAPES),
+                thresholds=(
+                    Threshold("min_seq_count", 128, "count",
+                              "below 128 the score matrix of a head fits on chip and the fused kernel's gain is "
+                              "small next to launch costs."),
+                    Threshold("window_count", 4, "count",
+                              "ops allowed between a matmul and the softmax (scale, mask, dropout, a dtype copy)."),
+                    Threshold("min_recoverable_us", 100, "us",
+                              "a finding needs at least this much recoverable time (the floor of TC101: below "
+                              "0.1 ms the change is within the spread between steady steps)."),
+                    Threshold("min_recoverable_pct", 1.0, "%",
+                              "... and at least this share of the analysed time (the same floor as TC101)."),
+                ))
 
 MAX_EVIDENCE = 20
 
@@ -110,7 +117,7 @@ def _finding(ctx: Context, backward: bool, dev: int, tag: str, items: list[ua.In
            "is_causal=...) instead of softmax(q @ k.transpose(-2, -1) * scale) @ v; Hugging Face models: "
            "attn_implementation='sdpa'.")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(rec), message=msg, recoverable_ns=rec,
+        severity=ctx.severity(rec), message=msg, recoverable_ns=rec,
         estimate=estimate, fix=fix, location=f"unfused {direction} attention: S = {seq}, D = {d}{tag}",
         evidence=tuple(evidence),
         values={"instances_count": len(items), "time_ns": time, "projected_fused_ns": round(proj_total),

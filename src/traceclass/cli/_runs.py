@@ -13,12 +13,13 @@ import gzip
 import json
 import os
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from traceclass.compare.baseline import is_baseline_dict, run_from_baseline
-from traceclass.compare.run import Run, is_report_dict, report_dict, run_from_dict
 from traceclass.config import Config
 from traceclass.errors import TraceFormatError
+
+if TYPE_CHECKING:  # compare/ needs numpy; `traceclass --help` imports this module and must not
+    from traceclass.compare.run import Run
 
 _OWN_JSON = re.compile(r'^\s*\{\s*"(schema_version|kind)"\s*:')
 _FALLBACK_MAX_BYTES = 256 << 20
@@ -44,6 +45,9 @@ def _read_json(path: str) -> Any:
 
 
 def _from_doc(doc: Any, path: str) -> tuple[Run, dict[str, Any], dict[str, Any] | None] | None:
+    from traceclass.compare.baseline import is_baseline_dict, run_from_baseline
+    from traceclass.compare.run import is_report_dict, run_from_dict
+
     if is_baseline_dict(doc):
         run = run_from_baseline(doc, path)
         return run, doc["run"], doc
@@ -84,5 +88,6 @@ def load_run(path: str, cfg: Config, source_roots: Sequence[str] = ()) -> tuple[
             if got is not None:
                 return got
         raise
-    rd = report_dict(report)
-    return run_from_dict(rd, path), rd, None
+    from traceclass.compare.run import report_dict, run_from_report
+
+    return run_from_report(report), report_dict(report), None
