@@ -66,28 +66,59 @@ def documented(family: str, bound: str, unit: str = "") -> Ceiling:
     return DOCUMENTED["memory"] if bound == MEMORY else DOCUMENTED["gemm"]
 
 
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """What the ceiling reads of an op group or of a report's op row."""
+
+    name: str
+    shapes: str
+    kind: str
+    has_flops: bool
+    bound: str
+    heuristic: bool
+    pct_of_roof: float | None
+    lower_bound_ns: float | None
+    device: int
+    family: str
+    precision: str
+    unit: str
+    total_ns: int
+    count: int
+
+
 def stakes(groups: Sequence) -> list[Stake | None]:  # type: ignore[type-arg]
     """Achievable stake per op group (None when the group has no roofline point to judge)."""
-    key_of: list[tuple | None] = []
-    best: dict[tuple, list[tuple[float, int]]] = {}
+    return _stakes([_View(g.name, g.shapes, g.kind, g.flops is not None, g.point.bound, g.point.heuristic,
+                          g.point.pct_of_roof, g.point.lower_bound_ns, g.device, g.family, g.precision, g.unit,
+                          g.total_ns, g.count) for g in groups])
+
+
+def stakes_of_rows(rows: Sequence) -> list[Stake | None]:  # type: ignore[type-arg]
+    """The same from a report's op rows (a saved report written before stakes existed)."""
+    return _stakes([_View(o.name, o.shapes, o.kind, o.flops is not None, o.bound, o.heuristic, o.pct_of_roof,
+                          o.lower_bound_ns, o.device, o.family, o.precision, o.unit, o.total_ns, o.count)
+                    for o in rows])
+
+
+def _stakes(groups: list[_View]) -> list[Stake | None]:
+    key_of: list[tuple | None] = []  # type: ignore[type-arg]
+    best: dict[tuple, list[tuple[float, int]]] = {}  # type: ignore[type-arg]
     for i, g in enumerate(groups):
-        p = g.point
-        ok = (g.kind == "op" or g.flops is not None) and p.bound in (COMPUTE, MEMORY) and not p.heuristic \
-            and p.pct_of_roof is not None and p.lower_bound_ns is not None
+        ok = (g.kind == "op" or g.has_flops) and g.bound in (COMPUTE, MEMORY) and not g.heuristic \
+            and g.pct_of_roof is not None and g.lower_bound_ns is not None
         if not ok:
             key_of.append(None)
             continue
         key = (g.device, g.family, g.precision, g.unit)
         key_of.append(key)
-        best.setdefault(key, []).append((float(p.pct_of_roof), i))
+        best.setdefault(key, []).append((float(g.pct_of_roof), i))  # type: ignore[arg-type]
     out: list[Stake | None] = []
     for i, g in enumerate(groups):
         key = key_of[i]
         if key is None:
             out.append(None)
             continue
-        p = g.point
-        doc = documented(g.family, p.bound, g.unit)
+        doc = documented(g.family, g.bound, g.unit)
         others = [(pct, j) for pct, j in best[key] if j != i]
         sib = max(others) if others else None
         if sib is not None and sib[0] / 100.0 < doc.fraction:
@@ -97,13 +128,13 @@ def stakes(groups: Sequence) -> list[Stake | None]:  # type: ignore[type-arg]
             detail = f"best {g.family} {g.precision} {g.unit} sibling in this trace: {s.name} {s.shapes}".strip()
         else:
             frac = doc.fraction
-            what = "host link" if g.unit in ("link", "copy") else (g.family or p.bound)
+            what = "host link" if g.unit in ("link", "copy") else (g.family or g.bound)
             basis = f"{100 * doc.fraction:.0f}% documented ({what})"
             detail = doc.source
-        own = float(p.pct_of_roof) / 100.0
+        own = float(g.pct_of_roof) / 100.0  # type: ignore[arg-type]
         if own >= frac or frac <= 0:
             stake = 0
         else:
-            stake = int(round(max(0.0, g.total_ns - g.count * float(p.lower_bound_ns) / frac)))
+            stake = int(round(max(0.0, g.total_ns - g.count * float(g.lower_bound_ns) / frac)))  # type: ignore[arg-type]
         out.append(Stake(stake, round(100 * frac, 1), basis, detail))
     return out
