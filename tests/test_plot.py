@@ -51,3 +51,19 @@ def test_no_modeled_op_writes_no_plot_and_says_why(tmp_path, capsys):
     assert main(["analyze", str(trace), "--plot", str(out), "-o", str(tmp_path / "r.md")]) == 0
     assert not out.exists()
     assert f"no plot written to {out}: no op has a cost model" in capsys.readouterr().err
+
+
+def test_unknown_device_writes_no_plot_and_says_why(tmp_path):
+    from kineto_builder import KinetoBuilder  # tests/ is on the path (conftest)
+
+    b = KinetoBuilder(gpu_name="Mystery Accelerator 9000")
+    props = b.top["deviceProperties"][0]
+    props.update(numSms=None, totalGlobalMem=None)
+    for k in ("computeMajor", "computeMinor"):
+        props.pop(k)
+    b.step(1, 0, 300_000)
+    b.op("aten::mm", 10_000, 50_000, dims=[[4096, 4096], [4096, 4096]], types=["c10::BFloat16"] * 2)
+    b.launch(1, "ampere_bf16_gemm", 12_000, 100_000, 200_000)
+    report = _report(b.write(tmp_path / "unknown.json"))
+    assert plot.roofline_png(report) is None
+    assert plot.why_no_plot(report).startswith("the device (Mystery Accelerator 9000) is not in the hardware table")

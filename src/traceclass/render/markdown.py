@@ -273,9 +273,9 @@ def _stages(r: Report, limit: int = 30) -> str:
     headers = ["stage", "dominant bound", "modeled work vs roof"]
     align = "lll"
     if has_gpu:
-        headers += ["GPU busy / wall"]
+        headers += ["GPU busy / span"]
         align += "r"
-    # P90 and the range kind stay in the JSON report: the table must fit 980 px
+    # P90, the range kind and GPU busy stay in the JSON report: the table must fit 980 px
     headers += ["P50", "P99", "count"]
     align += "rrr"
     rows = []
@@ -295,7 +295,9 @@ def _stages(r: Report, limit: int = 30) -> str:
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
            + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
-              "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
+              "helper threads such as autograd's), exact to the ns; span = from the range's start to the "
+              "later of its end and the end of the last GPU work it launched (GPU work outlives a short "
+              "CPU range, so busy ÷ wall could pass 100%). " if has_gpu else "")
            + "Dominant bound = the roofline label holding most of the stage's op time; modeled work vs roof "
            "puts the stage's modeled FLOPs and bytes against its whole work time (a lower bound on "
            "what the stage achieves).",
@@ -317,21 +319,23 @@ def _ops(r: Report, top_n: int, detail: bool = True) -> str:
     basis = "GPU time" if r.ops_time_basis == "gpu" else "host time"
     names = Names("o")
     # shapes carry each input's dtype; the dtype column only stands in when shapes were not recorded
-    headers = ["op", "bound", "% of roof", "gap to bound", "share", basis, "calls", "shapes (dtype)"]
+    headers = ["op", "bound", "% of roof", "at stake", "share", basis, "calls", "shapes (dtype)"]
+    op_rows = [o for o in r.ops if o.kind == "op"]
     rows, detail_rows = [], []
-    for o in r.ops[:top_n]:
+    for o in op_rows[:top_n]:
         bound = o.bound + (" (heuristic)" if o.heuristic else "")
         shapes = _shapes(o)
         short = code(shorten(shapes, SHAPES_WIDTH)) if shapes else (o.dtype or "—")
         op = names.short(o.name)
         rows.append([
-            op, bound, units.pct(o.pct_of_roof, 0), units.duration(o.gap_ns), units.pct(o.share_pct),
+            op, bound, units.pct(o.pct_of_roof, 0), units.duration(o.stake_ns), units.pct(o.share_pct),
             units.duration(o.total_ns), f"{o.count:,}", short,
         ])
         achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
         if o.flops is not None or o.bytes is not None or len(shapes) > SHAPES_WIDTH:
             detail_rows.append([op, units.flops(o.flops), units.size(o.bytes), units.ratio(o.intensity),
-                                achieved if o.flops is not None else "—", code(shapes, None) if shapes else "—"])
+                                achieved if o.flops is not None else "—", text(o.stake_basis or "—", None),
+                                units.duration(o.gap_ns), code(shapes, None) if shapes else "—"])
     denom = "device busy time (union over streams)" if r.ops_time_basis == "gpu" else "total op time on host threads"
     lat = r.thresholds.get("latency_floor_us" if r.ops_time_basis == "gpu" else "cpu_latency_floor_us")
     out = [
@@ -340,19 +344,28 @@ def _ops(r: Report, top_n: int, detail: bool = True) -> str:
         "FLOP and bytes per call come from the recorded shapes (ideal traffic: every tensor read or "
         "written once). `latency-bound` means the roofline lower bound per call is under "
         f"{units.duration((lat or 0) * 1000)}, too small for either roof to matter; `unclassified` means no cost "
-        "model applies (the op is counted, not guessed).",
+        "model applies (the op is counted, not guessed). At stake = time above the achievable ceiling "
+        "(the lower of the best rate a sibling of the same family and precision reaches in this trace and "
+        "the family's documented fraction of the roof: the basis in the folded table); datasheet gap = time "
+        "above 100% of the roof.",
         "", table(headers, rows, "lllrrrrl"),
     ]
     if detail and detail_rows:
         out += ["", "<details><summary>Roofline inputs per op (FLOP and bytes per call, intensity, "
-                "achieved, full shapes)</summary>", "",
-                table(["op", "FLOP/call", "bytes/call", "FLOP/byte", "achieved", "shapes"], detail_rows,
-                      "lrrrrl"), "", "</details>"]
+                "achieved, achievable basis, datasheet gap, full shapes)</summary>", "",
+                table(["op", "FLOP/call", "bytes/call", "FLOP/byte", "achieved", "achievable basis", "datasheet gap",
+                       "shapes"], detail_rows, "lrrrrlrl"), "", "</details>"]
     key = names.key("Full op names")
     if key:
         out += ["", key]
+    details = sorted({(o.stake_basis, o.stake_detail) for o in op_rows[:top_n] if o.stake_detail and
+                      "documented" in o.stake_basis})
+    if details:
+        out += ["", "Achievable ceilings used:"]
+        out += [f"- {text(b, None)}: {text(d, None)}" for b, d in details]
+    out += _kernel_groups([o for o in r.ops if o.kind != "op"], top_n)
     by_note: dict[str, list[str]] = {}
-    for o in r.ops[:top_n]:
+    for o in op_rows[:top_n] + [k for k in r.ops if k.kind != "op"][:top_n]:
         if o.note and o.name not in by_note.setdefault(o.note, []):
             by_note[o.note].append(o.name)
     if by_note:
@@ -361,9 +374,9 @@ def _ops(r: Report, top_n: int, detail: bool = True) -> str:
             shown = ", ".join(code(n, None, table=False) for n in nms[:4]) + \
                 (f" and {len(nms) - 4} more" if len(nms) > 4 else "")
             out.append(f"- {shown}: {text(note, None)}")
-    if len(r.ops) > top_n:
-        rest = sum(o.total_ns for o in r.ops[top_n:])
-        more = len(r.ops) - top_n
+    if len(op_rows) > top_n:
+        rest = sum(o.total_ns for o in op_rows[top_n:])
+        more = len(op_rows) - top_n
         out.append(f"\n{more} more op group{'s' if more != 1 else ''} ({units.duration(rest)}) in the JSON report.")
     if r.unmodeled_ops:
         top = list(r.unmodeled_ops.items())[:8]
@@ -495,6 +508,30 @@ def _hardware(r: Report) -> str:
     return "\n".join(out)
 
 
+def _kernel_groups(groups: list, top_n: int) -> list[str]:  # type: ignore[type-arg]
+    """GPU work no op launched (grouped by kernel name) and graph replays: their own table, so
+    op rows and mangled kernel names do not mix; conclusion columns first, long names tagged."""
+    if not groups:
+        return []
+    names = Names("g")
+    rows = []
+    for o in groups[:top_n]:
+        achieved = units.byte_rate(o.achieved_bytes_per_s) if o.bytes else "—"
+        count = f"{o.count:,}" + (f" ({o.kernels:,} kernels)" if o.kernels != o.count else "")
+        rows.append([names.short(o.name), o.bound + (" (heuristic)" if o.heuristic else ""),
+                     units.pct(o.pct_of_roof, 0), units.pct(o.share_pct), units.duration(o.total_ns), count,
+                     o.kind, o.family or "—", achieved])
+    out = ["", "GPU work without a recorded op (grouped by kernel name; graph replays by launch):", "",
+           table(["kernel / replay", "bound", "% of roof", "share", "GPU time", "count", "kind", "family", "achieved"],
+                 rows, "lllrrrllr")]
+    key = names.key("Full kernel / replay names")
+    if key:
+        out += ["", key]
+    if len(groups) > top_n:
+        out.append(f"\n{len(groups) - top_n} more kernel group(s) in the JSON report.")
+    return out
+
+
 def _notes(r: Report) -> str:
     lines = ["## Notes", ""]
     lines += [f"- {text(n, None)}" for n in other_notes(r)]
@@ -507,11 +544,14 @@ def _definitions(r: Report) -> str:
         "<details><summary>Definitions</summary>",
         "",
         "- **FLOP/byte** (arithmetic intensity): modeled FLOPs ÷ ideal bytes moved.",
-        "- **ridge**: peak FLOP/s ÷ memory bandwidth of the device for the op's precision and unit "
+        "- **ridge** (FLOP/byte): peak FLOP/s ÷ memory bandwidth of the device for the op's precision and unit "
         "(matrix = tensor cores / MFMA, vector = CUDA cores / SIMD); work below the ridge is memory-bound.",
         "- **achieved**: FLOP/s (or bytes/s for zero-FLOP ops) measured over the op's time per call.",
         "- **% of roof**: achieved ÷ attainable, where attainable = min(peak, intensity × bandwidth).",
-        "- **gap to bound**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
+        "- **datasheet gap**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
+        "- **at stake**: time above calls × lower bound ÷ achievable ceiling, where the ceiling (percent of the "
+        "attainable roof) is the lower of the best sibling (same device, family, precision, unit) in this trace "
+        "and the family's documented fraction; 0 when the op already reaches it.",
         "- **P50/P90/P99**: percentiles (linear interpolation) of wall time across occurrences.",
         "- **source**: `file:line` of the user function (outside torch and installed packages) that issued "
         "the work; torch.profiler records the line where each Python function starts, so it is that "
