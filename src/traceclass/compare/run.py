@@ -272,7 +272,7 @@ def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
     """Rebuild a :class:`Run` from a JSON report; malformed input raises TraceFormatError."""
     try:
         return _run_from_dict(d)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise TraceFormatError(path, f"not a usable traceclass JSON report ({what})") from None
 
