@@ -59,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        from traceclass.cli._io import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs(args)
         return int(args.func(args) or 0)
     except TraceclassError as exc:
         print(f"traceclass: {exc}", file=sys.stderr)
