@@ -9,6 +9,8 @@ column is named, TEXT is read as bytes and decoded with ``errors="replace"``, an
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import sqlite3
 import threading
 import urllib.parse
@@ -113,6 +115,7 @@ class NsysDb:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._private_dir: str | None = None
         self.con, self._uri = self._open(path)
         self.columns: dict[str, frozenset[str]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -130,8 +133,7 @@ class NsysDb:
 
     # ------------------------------------------------------------------ opening
 
-    @staticmethod
-    def _open(path: str) -> tuple[sqlite3.Connection, str]:
+    def _open(self, path: str) -> tuple[sqlite3.Connection, str]:
         if not os.path.exists(path):
             raise TraceFormatError(path, "no such file")
         if os.path.isdir(path):
@@ -139,6 +141,8 @@ class NsysDb:
         quoted = urllib.parse.quote(os.path.abspath(path))
         wal = path + "-wal"
         pending_wal = os.path.exists(wal) and os.path.getsize(wal) > 0
+        if pending_wal and _wal_mode(path):
+            return self._open_private_copy(path, wal)
         uris = [f"file:{quoted}?mode=ro"]
         if _wal_mode(path) and not pending_wal:
             # A WAL database opened with mode=ro still creates (and may leave) a -shm file
@@ -158,6 +162,31 @@ class NsysDb:
                 "read-only; copy it with its -wal file to a writable folder and retry",
             )
         raise TraceFormatError(path, sqlite_problem(first) if first else "cannot open SQLite database")
+
+    def _open_private_copy(self, path: str, wal: str) -> tuple[sqlite3.Connection, str]:
+        """A WAL database whose -wal still holds committed pages: SQLite must build a -shm
+        index to read them, even read-only, and would create it beside the input. The
+        database and its -wal are copied to a private temporary folder and read there (a
+        copy costs the file's size in temporary space; immutable=1 would skip the -wal's
+        pages and read stale data)."""
+        self._private_dir = tempfile.mkdtemp(prefix="traceclass-wal-")
+        copy = os.path.join(self._private_dir, "export.sqlite")
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy + "-wal")
+            uri = f"file:{urllib.parse.quote(copy)}?mode=ro"
+            return _connect(uri), uri
+        except (OSError, sqlite3.Error) as exc:
+            self._remove_private_copy()
+            why = exc.strerror if isinstance(exc, OSError) else sqlite_problem(exc)
+            raise TraceFormatError(
+                path, f"SQLite database in WAL mode with a pending -wal file: cannot read a private copy ({why})"
+            ) from None
+
+    def _remove_private_copy(self) -> None:
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
 
     def _probe(self) -> None:
         rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
@@ -187,6 +216,7 @@ class NsysDb:
             except sqlite3.Error:
                 pass
         self._worker_cons = []
+        self._remove_private_copy()
 
     def _worker_con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
