@@ -53,6 +53,7 @@ from traceclass.analysis.frame_kinds import (
     source_known,
 )
 from traceclass.model import StackNodes, Trace
+from traceclass.model.nesting import FRONTIER_ROUNDS, euler_intervals, has_ancestor_with_same_key, path_max
 
 NO_FRAMES = "none"  # kind of a sample with an empty stack
 NO_FRAMES_LABEL = "empty stack (no frames recorded)"
@@ -280,10 +281,21 @@ class SampleKinds:
     compute_basis: str = ""  # key of COMPUTE_BASIS when lines without source count as compute
 
 
+_DEFAULT: list[Classifier] = []
+
+
+def _default_classifier() -> Classifier:
+    """One shared classifier: its per-text memo then serves every pass over the same frames
+    (the profile and the hot-spot sites classify them both); renewed when the memo is big."""
+    if not _DEFAULT or _DEFAULT[0].memo_size() > 1_000_000:
+        _DEFAULT[:] = [Classifier()]
+    return _DEFAULT[0]
+
+
 def sample_kinds(trace: Trace, classifier: Classifier | None = None) -> SampleKinds:
     """Per sample row: its kind from the frames (leaf and stack rules, default kinds), then
     lines without source settled from the profile's evidence (see the module docstring)."""
-    cls = classifier or Classifier()
+    cls = classifier or _default_classifier()
     s, st = trace.samples, trace.stacks
     node = s.node.astype(np.int64)
     has_stack = (node >= 0) & (len(st) > 0)
@@ -601,16 +613,8 @@ def _node_kinds(st: StackNodes, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.n
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     frame = st.frame.astype(np.int64)
-    parent = st.parent.astype(np.int64)
-    ctx = stack_p[frame].copy()
-    # one ancestor step at a time, all nodes together: ctx becomes the max over the whole path
-    anc = parent.copy()
-    active = np.flatnonzero(anc >= 0)
-    while len(active):
-        a = anc[active]
-        ctx[active] = np.maximum(ctx[active], stack_p[frame[a]])
-        anc[active] = parent[a]
-        active = active[anc[active] >= 0]
+    # the max over the whole path, by pointer jumping: log2(depth) passes, never one per level
+    ctx = path_max(st.parent.astype(np.int64), stack_p[frame])
     return np.maximum(leaf_p[frame], ctx)
 
 
@@ -622,11 +626,17 @@ def _first_occurrence(st: StackNodes) -> np.ndarray:
     first = np.ones(n, dtype=bool)
     anc = parent.copy()
     active = np.flatnonzero(anc >= 0)
-    while len(active):
+    # a level-by-level walk suits the usual shallow trie; past FRONTIER_ROUNDS levels the
+    # depth-independent walk-order test takes over
+    for _ in range(FRONTIER_ROUNDS):
+        if not len(active):
+            return first
         a = anc[active]
         first[active[frame[a] == frame[active]]] = False
         anc[active] = parent[a]
         active = active[(anc[active] >= 0) & first[active]]
+    if len(active):
+        return ~has_ancestor_with_same_key(parent, frame)
     return first
 
 
@@ -649,13 +659,30 @@ def _totals(
     parent = st.parent.astype(np.int64)
     keys: list[np.ndarray] = []
     vals: list[np.ndarray] = []
-    while len(cur):
+    for _ in range(FRONTIER_ROUNDS):
+        if not len(cur):
+            break
         hit = first[cur]
         keys.append(th[hit] * n_frames + frame[cur[hit]])
         vals.append(v[hit])
         cur = parent[cur]
         keep = cur >= 0
         cur, th, v = cur[keep], th[keep], v[keep]
+    if len(cur):
+        # stacks deeper than the walk: each first-occurrence node gets the value of the
+        # remaining nodes below it (its walk-order interval), one pass per thread
+        enter, leave = euler_intervals(parent)
+        firsts = np.flatnonzero(first)
+        for t in np.unique(th).tolist():
+            sel = th == t
+            e = enter[cur[sel]]
+            order = np.argsort(e, kind="stable")
+            e = e[order]
+            csum = np.r_[np.int64(0), np.cumsum(v[sel][order])]
+            got = csum[np.searchsorted(e, leave[firsts])] - csum[np.searchsorted(e, enter[firsts])]
+            nz = got != 0
+            keys.append(t * n_frames + frame[firsts[nz]])
+            vals.append(got[nz])
     return _group_sum(np.concatenate(keys), np.concatenate(vals))
 
 
