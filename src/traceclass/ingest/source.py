@@ -22,8 +22,9 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A deflate stream expands at most ~1032:1. Real traces compress 10-30:1 (Kineto ~19:1);
 #: past this ratio on a large output we stop and call it a decompression bomb.
 MAX_GZIP_RATIO = 250
-#: The ratio check only applies once this much has come out, so small odd files pass.
-GZIP_RATIO_GRACE = 256 << 20
+#: The ratio check only applies once this much has come out, so small odd files pass. With
+#: the output per step bounded, a bomb holds at most this plus one step when it is stopped.
+GZIP_RATIO_GRACE = 128 << 20
 _CHUNK = 8 << 20
 #: Compressed bytes fed to the decompressor per step. Each step yields at most ``_CHUNK`` and
 #: the ratio is judged on the input actually consumed, so a bomb is stopped within one step of
@@ -187,7 +188,10 @@ def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  #
                 piece = d.decompress(data, _CHUNK)
             except zlib.error as exc:
                 raise TraceFormatError(p, f"corrupt gzip data ({exc})") from None
-            consumed += len(data) - len(d.unconsumed_tail)
+            # at a member's end the bytes after it are in unused_data (and, when the output
+            # bound was hit on the way, in unconsumed_tail too: the same bytes); they are fed
+            # to the next member below and counted then
+            consumed += len(data) - len(d.unused_data if d.eof else d.unconsumed_tail)
             data = d.unconsumed_tail
             if piece:
                 if not first_checked:
@@ -209,7 +213,7 @@ def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  #
                     )
             if d.eof:
                 member_open = False
-                rest = d.unused_data + data
+                rest = d.unused_data
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a following gzip member, if any
                 data = rest if rest.strip(b"\x00") else b""
         if progress is not None and size > 0:
