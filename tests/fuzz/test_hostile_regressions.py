@@ -109,32 +109,38 @@ def test_case01_comma_texts_do_not_shift_the_other_numbers():
 def test_case02_kineto_kernel_without_a_device(tmp_path, how):
     doc = kineto_doc()
     kernels = [ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel"]
-    ev = kernels[0]
-    ev["args"].pop("device")
-    if how == "negative pid":
-        ev["pid"] = -5
-    else:
-        ev.pop("pid")
+    for ev in kernels[:2]:
+        ev["args"].pop("device")
+        if how == "negative pid":
+            ev["pid"] = -5
+        else:
+            ev.pop("pid")
     p = _write_json(tmp_path / "nodev.json", doc)
-    got = check(["analyze", str(p)], [p])
+    got = check(["analyze", str(p), "--format", "json"], [p], "json")
     assert got.rc == 0
-    assert "1 GPU row without a device id (missing or negative) left out" in got.out
     t = load(p)
-    assert len(t.gpu) == len(kernels) - 1 and (t.gpu.device >= 0).all()
-    assert all(d.index >= 0 for d in t.devices)
+    # kept, on a negative device: no known device (-1, as for an nsys export without deviceId)
+    assert len(t.gpu) == len(kernels) and int((t.gpu.device < 0).sum()) == 2
+
+
+def test_case02_modal_device_counts_unknown_devices():
+    from traceclass.analysis.devices import modal_device
+
+    assert modal_device(np.array([-1, -1, 0])) == -1
+    assert modal_device(np.array([3, -1, 3])) == 3
+    assert modal_device(np.array([], dtype=np.int64)) == -1
 
 
 def test_case02_nsys_kernel_with_device_id_minus_one(tmp_path):
     p = tmp_path / "nodev.sqlite"
     fx.small_kernel_storm_export(p, n=20)
     con = sqlite3.connect(p)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = -1 WHERE rowid % 4 = 0")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = -1")
     con.commit()
     con.close()
     got = check(["analyze", str(p)], [p])
-    assert got.rc == 0
-    assert "5 GPU rows without a device id (missing or negative) left out" in got.out
-    assert len(load(p).gpu) == 15
+    assert got.rc == 0 and "## Verdict" in got.out
+    assert (load(p).gpu.device == -1).sum() == 20
 
 
 # --------------------------------------------------------------------------- 3. int-string limit

@@ -26,18 +26,6 @@ from traceclass.model.trace import Trace
 def link(trace: Trace) -> Trace:
     notes = list(trace.notes)
     ops, ann, py, api, gpu = trace.ops, trace.annotations, trace.python, trace.api, trace.gpu
-    devices = trace.devices
-
-    # GPU work must sit on a device timeline; a row whose device is unknown (a Kineto kernel
-    # without pid or device, an nsys deviceId of -1) cannot, and index -1 means the host CPU
-    # to the analysis, so such rows are left out here, once for every reader
-    homeless = gpu.device < 0
-    if homeless.any():
-        n = int(homeless.sum())
-        gpu = gpu.take(np.flatnonzero(~homeless))
-        devices = tuple(d for d in devices if d.index >= 0)
-        notes.append(f"{n} GPU row{'s' if n != 1 else ''} without a device id (missing or negative) "
-                     "left out: they cannot be placed on a device timeline")
 
     repaired_total = 0
     if len(ops) and (ops.parent < 0).all():
@@ -92,8 +80,7 @@ def link(trace: Trace) -> Trace:
             graph[via] |= api.kind[g_api[via]] == ApiKind.GRAPH_LAUNCH
         gpu = gpu.replace(api=g_api, op=g_op, graph=graph)
 
-    return trace.replace(ops=ops, annotations=ann, python=py, api=api, gpu=gpu, devices=devices,
-                         notes=tuple(notes))
+    return trace.replace(ops=ops, annotations=ann, python=py, api=api, gpu=gpu, notes=tuple(notes))
 
 
 def _op_for_calls(ops, pid, tid, t, external_id):  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ import numpy as np
 from traceclass import __version__
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
+from traceclass.analysis.devices import modal_device
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.roofline import COMPUTE, MEMORY, Point, classify
 from traceclass.config import Config
@@ -561,7 +562,7 @@ def _kernels(trace: Trace, analysis: Analysis, limit: int = 200) -> tuple[Kernel
             KernelRow(
                 name=trace.strings[int(names_s[lo])],
                 family=str(fam[rows[0]]),
-                device=int(np.bincount(gpu.device[rows]).argmax()),
+                device=modal_device(gpu.device[rows]),
                 count=int(n),
                 total_ns=int(d.sum()),
                 mean_ns=float(d.mean()),
