@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import random
@@ -27,7 +28,6 @@ import signal
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +39,13 @@ from fuzz_seeds import KINDS, build_seeds, kineto_doc  # noqa: E402
 
 
 def _bomb(path: Path, head: bytes, total: int, fill: bytes) -> None:
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)
-    block = fill * ((1 << 20) // len(fill))
+    """A multi-member gzip stream: ``head``, then 64 MiB members of ``fill`` up to ``total``
+    bytes inside (~1000:1; one member is compressed once and repeated)."""
+    block = gzip.compress(fill * ((64 << 20) // len(fill)), compresslevel=9, mtime=0)
     with open(path, "wb") as f:
-        f.write(c.compress(head))
-        for _ in range(total >> 20):
-            f.write(c.compress(block))
-        f.write(c.flush())
+        f.write(gzip.compress(head, mtime=0))
+        for _ in range(total // (64 << 20)):
+            f.write(block)
 
 
 def hostile_inputs(folder: Path) -> list[tuple[str, Path]]:
