@@ -443,3 +443,11 @@ def test_case15_dev_null_is_an_empty_file(tmp_path, seeds, command):
             "check": ["check", str(seeds["kineto.json"]), "--baseline", "/dev/null"]}[command]
     got = run_cli(argv)
     assert got.rc == 2 and got.err.strip() == "traceclass: /dev/null: file is empty", got.err
+
+
+def test_found_by_the_fuzzer_speedscope_weight_overflowing_ns(tmp_path, seeds):
+    """A finite weight whose value in ns overflows (1e300 s) was cast to int64 garbage."""
+    doc = json.loads(seeds["pyspy.speedscope.json"].read_text())
+    doc["profiles"][0]["weights"][0] = 1e300
+    p = _write_json(tmp_path / "w.speedscope.json", doc)
+    _rejected(["analyze", str(p)], [p], p, "sample weight out of range")
