@@ -1,6 +1,6 @@
 """Property-based fuzzing of the CLI contract (issue 15): every format's seed, mutated by
 hypothesis, through ``analyze``/``export`` (traces), ``diff`` (reports) and ``check``
-(baselines). Kept short for CI (``TRACECLASS_FUZZ_EXAMPLES`` per seed, default 12);
+(baselines). Kept short for CI (``TRACECLASS_FUZZ_EXAMPLES`` per seed, default 25);
 ``benchmarks/fuzz_campaign.py`` runs the same mutations at length.
 """
 
@@ -19,7 +19,7 @@ from fuzz_seeds import KINDS, build_seeds
 
 pytestmark = pytest.mark.fuzz
 
-EXAMPLES = int(os.environ.get("TRACECLASS_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("TRACECLASS_FUZZ_EXAMPLES", "25"))
 
 
 @pytest.fixture(scope="module")

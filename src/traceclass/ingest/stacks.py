@@ -233,7 +233,18 @@ def interval_nodes(
     order = np.argsort(depth, kind="stable")
     d_sorted = depth[order]
     bounds = np.r_[0, np.flatnonzero(np.diff(d_sorted)) + 1, n]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if hi - lo <= _FEW_STACKS:
+            # a thin level (a deep evented stack has one interval per level): plain dict
+            # steps, no numpy pass per level
+            d = int(d_sorted[lo])
+            for r in order[lo:hi].tolist():
+                p = int(parent[r])
+                pn = int(node[p]) if p >= 0 else -1
+                if p >= 0 and pn < 0:
+                    raise ValueError("parent deeper than child: intervals not in depth order")
+                node[r] = trie.insert_path(pn, frame[r:r + 1], d)
+            continue
         rows = order[lo:hi]
         p = parent[rows]
         pnode = np.where(p >= 0, node[np.maximum(p, 0)], -1)
