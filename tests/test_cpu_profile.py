@@ -11,6 +11,7 @@ import pytest
 
 from conftest import corpus
 from traceclass.analysis.cpu_profile import CpuProfile, profile_samples
+from traceclass.render.cpu_verdict import cpu_verdict
 from traceclass.analysis.frame_kinds import DEFAULT_KINDS, KIND_CODES, KINDS, RULES, WAITING, Classifier
 from traceclass.ingest import load
 from traceclass.ingest.sourcelines import attach_source_lines
@@ -117,7 +118,7 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     assert prof.running_pct == 0.0
     # an inferred wait is no evidence of idle sampling (that inference assumes it)
     assert prof.includes_idle is None and prof.includes_idle_basis == "unknown"
-    assert prof.verdict() == (
+    assert cpu_verdict(prof) == (
         "CPU profile of sampled thread time: 67% waiting (66% likely blocked (inferred, no source)), "
         "33% blocked or computing (no source: pass --source-root).")
     # ... and the report says how much of the time that uncertainty covers, and why
@@ -142,10 +143,10 @@ def test_sleep_io_without_source_is_not_compute():
     prof = profile_samples(load(corpus("pyspy", "sleep_io.idle.raw.txt")))
     assert [(k.kind, k.value) for k in prof.kinds] == [("unverified", 275), ("import", 1)]
     assert prof.blocked_evidence == ()  # one thread (no roots): nothing tells its lines apart
-    assert prof.verdict() == ("CPU profile of sampled thread time: 100% blocked or computing (no source: pass "
+    assert cpu_verdict(prof) == ("CPU profile of sampled thread time: 100% blocked or computing (no source: pass "
                               "--source-root); no line is known to be on-CPU.")
     with_source = profile_samples(_load("sleep_io.idle.raw.txt"))
-    assert with_source.verdict() == "CPU profile of sampled thread time: 100% waiting (58% sleep, 41% file or socket I/O)."
+    assert cpu_verdict(with_source) == "CPU profile of sampled thread time: 100% waiting (58% sleep, 41% file or socket I/O)."
 
 
 def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
@@ -153,11 +154,11 @@ def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
     # the largest hot spot is the lock-waiter's line, a wait
     assert (prof.hot_spots[0].function, prof.hot_spots[0].kind) == ("waiter", "lock")
     assert prof.hottest_running().function == "fib"
-    assert prof.verdict() == (
+    assert cpu_verdict(prof) == (
         "CPU profile of sampled thread time: 33% running (33% Python compute), 67% waiting (33% lock or condition "
         "wait, 20% sleep); hottest on-CPU line fib (cpu_lock.py:8), 26%.")
     # names go through the caller's formatter (markdown code spans); the rest is plain text
-    assert prof.verdict(lambda s: f"`{s}`").endswith("hottest on-CPU line `fib` (`cpu_lock.py:8`), 26%.")
+    assert cpu_verdict(prof, lambda s: f"`{s}`").endswith("hottest on-CPU line `fib` (`cpu_lock.py:8`), 26%.")
 
 
 def test_def_lines_count_as_unknown_only_when_they_are_all_a_function_shows():
@@ -256,7 +257,7 @@ def test_gil_or_on_cpu_recording_makes_lines_without_source_compute(flag, basis)
     if flag == "gil_only":
         assert "- GIL-only profile: only samples of threads holding the GIL were recorded" in md
         # (the flag is set by hand on an --idle file: a real --gil profile has no lock-waiter samples)
-        assert prof.verdict() == ("CPU profile of sampled thread time (GIL-only profile, py-spy --gil): 99% running "
+        assert cpu_verdict(prof) == ("CPU profile of sampled thread time (GIL-only profile, py-spy --gil): 99% running "
                                   "(99% Python compute); hottest on-CPU line waiter (cpu_lock.py:19), 33%.")
 
 
@@ -264,7 +265,7 @@ def test_frames_that_are_not_python_are_native_or_other():
     prof = profile_samples(load(corpus("speedscope", "stackcollapse", "perf-vertx-stacks-01-collapsed-all.txt")))
     assert [(k.kind, k.value) for k in prof.kinds] == [("native", 261), ("other", 21), ("io", 3)]
     assert {h.function: h.kind for h in prof.hot_spots}["SpinPause"] == "other"
-    assert prof.verdict() == (
+    assert cpu_verdict(prof) == (
         "CPU profile of sampled thread time: 99% running (92% native/extension compute, 7% native/other code "
         "(not Python)), 1% waiting (1% file or socket I/O); hottest on-CPU function hypercall_page_[k], 8%.")
     assert "Python compute" not in cpu_profile_markdown(prof)
@@ -473,7 +474,7 @@ def test_timed_frames_basis():
 def test_empty_profile_renders():
     tr = _trace([([MAIN], 1)]).replace(samples=Samples.empty())
     prof = profile_samples(tr)
-    assert prof.total_value == 0 and prof.hot_spots == () and prof.verdict() == ""
+    assert prof.total_value == 0 and prof.hot_spots == () and cpu_verdict(prof) == ""
     assert cpu_profile_markdown(prof).startswith("## CPU profile")
 
 
@@ -563,7 +564,7 @@ def test_markdown_and_json_of_a_corpus_profile():
     assert set(d["threads"][0]) >= {"time_ns", "share_pct", "running_pct", "waiting_pct", "samples"}
     for f in d["hot_spots"]:
         assert f["self_pct"] <= 100 and f["kind"] in KINDS
-    assert prof.verdict().startswith("CPU profile of sampled thread time: ")
+    assert cpu_verdict(prof).startswith("CPU profile of sampled thread time: ")
     raw = profile_samples(_load("cpu_lock.default.raw.txt"))
     d = cpu_profile_json(raw)
     assert d["unit"] == "samples" and d["hot_spots"][0]["self_samples"] == raw.hot_spots[0].self_value
@@ -579,4 +580,4 @@ def test_profiles_without_any_stack_do_not_crash(tmp_path, content):
     p.write_text(content)
     cpu = analyze(load(p)).cpu
     assert cpu is not None
-    assert "empty stack" in cpu.verdict()
+    assert "empty stack" in cpu_verdict(cpu)

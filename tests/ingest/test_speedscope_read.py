@@ -11,6 +11,7 @@ from conftest import corpus
 from sampled_oracle import self_and_total, speedscope_sampled
 from traceclass.analysis.cpu_profile import profile_samples
 from traceclass.render.cpu_markdown import cpu_profile_markdown
+from traceclass.render.cpu_verdict import cpu_verdict
 from traceclass.errors import TraceFormatError
 from traceclass.ingest import load
 from traceclass.ingest.frametext import parse_pseudo
@@ -117,7 +118,7 @@ def test_unknown_unit_is_read_as_none_and_bytes_kept(tmp_path):
     p.write_text(json.dumps(_doc([dict(prof, unit="bytes")], frames)))
     cpu = profile_samples(load(p))
     assert cpu.weight_unit == "bytes" and cpu.unit == "units" and cpu.total_value == 3
-    assert cpu.verdict() == ("CPU profile: 100% of profile weight (bytes) is native/other code (not Python); "
+    assert cpu_verdict(cpu) == ("CPU profile: 100% of profile weight (bytes) is native/other code (not Python); "
                              "the heaviest frame is b with 67%.")
     assert "total weight 3 bytes (not time)" in cpu_profile_markdown(cpu)
 

@@ -43,348 +43,21 @@ from typing import Callable
 
 import numpy as np
 
-from traceclass.analysis.frame_kinds import (
-    KIND_CODES,
-    PRIORITY,
-    WAITING,
-    Classifier,
-    default_kind,
-    label,
-    source_known,
-)
+from traceclass.analysis.cpu_kinds import IDLE_EVIDENCE_SAMPLES, UNVERIFIED, _thread_names, sample_kinds
+from traceclass.analysis.cpu_kinds import usable_source as usable_source  # re-exported for cpu_sites
+from traceclass.analysis.cpu_types import NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare, ThreadProfile
+from traceclass.analysis.cpu_types import _thread_label
+from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
 from traceclass.model import StackNodes, Trace
-from traceclass.model.nesting import FRONTIER_ROUNDS, euler_intervals, has_ancestor_with_same_key, path_max
+from traceclass.model.nesting import FRONTIER_ROUNDS, euler_intervals, has_ancestor_with_same_key
 
-NO_FRAMES = "none"  # kind of a sample with an empty stack
-NO_FRAMES_LABEL = "empty stack (no frames recorded)"
 KEEP_FRAMES = 50
 KEEP_THREAD_FRAMES = 5
-#: idle inference: a thread with at least this many samples in waiting calls, making up at
-#: least IDLE_EVIDENCE_SHARE of its samples, and sampled at least IDLE_EVIDENCE_PEER times as
-#: often as the busiest thread, shows that idle samples were kept
-IDLE_EVIDENCE_SAMPLES = 20
 IDLE_EVIDENCE_SHARE = 0.5
 IDLE_EVIDENCE_PEER = 0.5
 _WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING, key=PRIORITY.get)], dtype=np.int64)
 #: waits read from frames or source text (not inferred): the evidence for idle sampling
 _SEEN_WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING - {"blocked"}, key=PRIORITY.get)], dtype=np.int64)
-UNVERIFIED = PRIORITY["unverified"]
-BLOCKED = PRIORITY["blocked"]
-#: "one line" evidence for a blocked thread: share of its samples (after start-up) on one
-#: line without source, and how long that is (time when known, else samples: 1 s at py-spy's 100 Hz)
-ONE_LINE_SHARE = 0.95
-ONE_LINE_MIN_NS = 1_000_000_000
-ONE_LINE_MIN_SAMPLES = 100
-#: ... and the thread is sampled at least this share as often as the busiest thread
-ONE_LINE_PEER = 0.5
-#: words in a thread's name that say it waits (split at non-alphanumerics, lower case)
-WAITING_THREAD_WORDS = frozenset(
-    "io sleep sleeper sleeping wait waiter waiting idle poll poller polling listen listener "
-    "watchdog heartbeat timer monitor".split()
-)
-_INLINE_FRAME = re.compile(r"<(listcomp|dictcomp|setcomp|genexpr|lambda)>$")
-#: why lines without source count as compute, by profile flag
-COMPUTE_BASIS = {
-    "gil": ("GIL-only profile (py-spy --gil): every sample holds the GIL, which sleep, lock and socket "
-            "calls release, so lines without source count as Python compute"),
-    "no-idle": ("recorded without idle samples: py-spy kept only samples of running threads, so lines "
-                "without source count as Python compute"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class FrameStat:
-    """One frame (function, file, line) with its self and total time."""
-
-    function: str
-    file: str
-    line: int | None
-    kind: str  # code in frame_kinds.KINDS; the kind of most of its self time
-    self_value: int  # in CpuProfile.unit
-    total_value: int
-    self_pct: float  # of all sampled time
-    total_pct: float
-    self_ns: int | None
-    total_ns: int | None
-    threads: tuple[str, ...] = ()  # threads with the most self time here, largest first
-
-    @property
-    def location(self) -> str:
-        if not self.file:
-            return ""
-        return f"{self.file}:{self.line}" if self.line is not None else self.file
-
-
-@dataclasses.dataclass(frozen=True)
-class KindShare:
-    kind: str
-    label: str
-    value: int
-    pct: float
-    ns: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ThreadProfile:
-    row: int  # row in trace.threads
-    pid: int
-    tid: int
-    name: str
-    value: int
-    ns: int | None
-    samples: int | None  # None when rows are not samples (timed frames)
-    share_pct: float  # of all sampled time
-    running_pct: float  # of this thread's time
-    waiting_pct: float
-    no_frames_pct: float  # samples with an empty stack
-    unverified_pct: float  # at Python lines without source: blocked or computing
-    dominant_kind: str
-    kinds: tuple[KindShare, ...]
-    hot_spots: tuple[FrameStat, ...]
-
-    @property
-    def label(self) -> str:
-        return _thread_label(self.name, self.pid, self.tid)
-
-
-@dataclasses.dataclass(frozen=True)
-class CpuProfile:
-    source_format: str
-    producer: str
-    unit: str  # "ns", "samples" or "units" (weights that are not time)
-    interval_ns: int | None
-    total_value: int
-    total_ns: int | None
-    samples: int | None
-    includes_idle: bool | None
-    #: "recorded" (the reader or `record` knows), "inferred" (see idle_evidence), "unknown",
-    #: "thread state" (states per sample, idle or not), "timed" (wall-clock frames, no sampling),
-    #: "unitless" (values are not time: speedscope unit none or bytes)
-    includes_idle_basis: str
-    gil_only: bool | None
-    waiting_basis: str  # "thread state" or "frames"
-    running_pct: float
-    waiting_pct: float
-    from_intervals: bool  # values are self times of timed frames, not samples
-    has_line_numbers: bool
-    source_lines: int  # leaf frames whose source line the reader found
-    #: share of all time in Python lines counted as compute only because their source file
-    #: was not found: a line calling time.sleep or lock.acquire looks the same there
-    unverified_pct: float
-    threads: tuple[ThreadProfile, ...]
-    hot_spots: tuple[FrameStat, ...]  # by self time, largest first
-    top_total: tuple[FrameStat, ...]  # by total time, largest first
-    kinds: tuple[KindShare, ...]
-    notes: tuple[str, ...] = ()
-    #: (thread label, waiting samples, waiting % of the thread) behind an "inferred" idle flag
-    idle_evidence: tuple[str, int, float] | None = None
-    #: (thread label, line location or "" for several lines, reason) for lines without source
-    #: taken as blocked
-    blocked_evidence: tuple[tuple[str, str, str], ...] = ()
-    #: why lines without source count as compute ("gil", "no-idle"), or ""
-    unverified_basis: str = ""
-    #: the file's unit for values that are not time (speedscope "none", "bytes"), or ""
-    weight_unit: str = ""
-
-    @property
-    def blocked_pct(self) -> float:
-        return sum(k.pct for k in self.kinds if k.kind == "blocked")
-
-    def verdict(self, name: Callable[[str], str] | None = None) -> str:
-        """One sentence for the report's summary: the running, waiting and unknown shares, and
-        the hottest *on-CPU* line (a wait is never called hot), kept short (the report's verdict
-        cuts long sentences): at most two kinds per share, the line's file by its base name.
-
-        ``name`` formats the line's function and location (untrusted text from the profile).
-        Everything else in the sentence is our own words and numbers, plain text that needs no
-        escaping. Without ``name`` the names are left as they are: the caller then escapes the
-        whole sentence as prose (the report's verdict does)."""
-        if not self.total_value or not self.kinds:
-            return ""
-        fmt = name or _same
-        if self.unit == "units":
-            top = self.kinds[0]
-            unit = "bytes" if self.weight_unit == "bytes" else "unitless, not time"
-            text = f"CPU profile: {top.pct:.0f}% of profile weight ({unit}) is {top.label}"
-            if len(self.kinds) > 1 and self.kinds[1].pct >= 10:
-                text += f", {self.kinds[1].pct:.0f}% {self.kinds[1].label}"
-            hot = self.hottest_running()
-            if hot is not None:
-                text += f"; the heaviest frame is {_frame_text(hot, fmt)} with {hot.self_pct:.0f}%"
-            return text + "."
-        what = "timed frames' self time" if self.from_intervals else "sampled thread time"
-        if self.gil_only:
-            what += " (GIL-only profile, py-spy --gil)"
-        running = [k for k in self.kinds if _running(k.kind)]
-        waiting = [k for k in self.kinds if k.kind in WAITING]
-        segs = []
-        run_pct = sum(k.pct for k in running)
-        wait_pct = sum(k.pct for k in waiting)
-        if running and run_pct >= 1:
-            segs.append(f"{_p(run_pct)} running ({_kind_list(running)})")
-        if waiting and wait_pct >= 1:
-            segs.append(f"{_p(wait_pct)} waiting ({_kind_list(waiting)})")
-        if self.unverified_pct >= 1:
-            segs.append(f"{_p(self.unverified_pct)} blocked or computing (no source: pass --source-root)")
-        if not segs:
-            top = self.kinds[0]
-            segs.append(f"{_p(top.pct)} {top.label}")
-        text = f"CPU profile of {what}: " + ", ".join(segs)
-        hot = self.hottest_running()
-        if hot is not None and hot.self_pct >= 1:
-            what = "line" if hot.line is not None else "function"
-            text += f"; hottest on-CPU {what} {_frame_text(hot, fmt, short=True)}, {hot.self_pct:.0f}%"
-        elif self.unverified_pct >= 50:
-            text += "; no line is known to be on-CPU"
-        return text + "."
-
-    def hottest_running(self) -> FrameStat | None:
-        """The hot spot with the most self time whose kind runs on the CPU (not a wait, not a
-        line without source, not an empty stack)."""
-        return next((h for h in self.hot_spots if _running(h.kind)), None)
-
-
-def _running(kind: str) -> bool:
-    return kind not in WAITING and kind not in ("unverified", NO_FRAMES)
-
-
-def _p(x: float) -> str:
-    return f"{x:.0f}%" if x >= 1 or x == 0 else "<1%"
-
-
-def _kind_list(kinds: list[KindShare], limit: int = 2) -> str:
-    shown = [k for k in kinds if k.pct >= 1][:limit] or kinds[:1]
-    return ", ".join(f"{_p(k.pct)} {k.label}" for k in shown)
-
-
-def _frame_text(f: FrameStat, fmt: Callable[[str], str], short: bool = False) -> str:
-    loc = f.location
-    if short and f.file:
-        base = f.file.replace("\\", "/").rsplit("/", 1)[-1]
-        loc = f"{base}:{f.line}" if f.line is not None else base
-    return f"{fmt(f.function)} ({fmt(loc)})" if loc else fmt(f.function)
-
-
-def _same(text: str) -> str:
-    return text
-
-
-@dataclasses.dataclass(frozen=True)
-class SampleKinds:
-    """Kind (priority index in :data:`KIND_CODES`, ``len(KIND_CODES)`` for an empty stack) and
-    leaf frame per sample row, with what settled the lines without source."""
-
-    kind: np.ndarray
-    leaf: np.ndarray  # leaf frame row, -1 for an empty stack
-    #: (thread row, frame row or -1 for all its lines, reason) for rows made ``blocked``
-    blocked: tuple[tuple[int, int, str], ...] = ()
-    compute_basis: str = ""  # key of COMPUTE_BASIS when lines without source count as compute
-
-
-_DEFAULT: list[Classifier] = []
-
-
-def _default_classifier() -> Classifier:
-    """One shared classifier: its per-text memo then serves every pass over the same frames
-    (the profile and the hot-spot sites classify them both); renewed when the memo is big."""
-    if not _DEFAULT or _DEFAULT[0].memo_size() > 1_000_000:
-        _DEFAULT[:] = [Classifier()]
-    return _DEFAULT[0]
-
-
-def sample_kinds(trace: Trace, classifier: Classifier | None = None) -> SampleKinds:
-    """Per sample row: its kind from the frames (leaf and stack rules, default kinds), then
-    lines without source settled from the profile's evidence (see the module docstring)."""
-    cls = classifier or _default_classifier()
-    s, st = trace.samples, trace.stacks
-    node = s.node.astype(np.int64)
-    has_stack = (node >= 0) & (len(st) > 0)
-    nsafe = np.maximum(node, 0)
-    leaf_frame = np.where(has_stack, st.frame[nsafe] if len(st) else -1, -1).astype(np.int64)
-    leaf_p, stack_p = _frame_priorities(trace, cls)
-    node_kind = _node_kinds(st, leaf_p, stack_p)
-    kind = np.where(has_stack, node_kind[nsafe] if len(st) else 0, len(KIND_CODES)).astype(np.int64)
-    unv = kind == UNVERIFIED
-    if not unv.any():
-        return SampleKinds(kind, leaf_frame)
-    sampling = trace.sampling
-    basis = ""
-    if sampling is not None and sampling.gil_only:
-        basis = "gil"
-    elif sampling is not None and sampling.includes_idle is False:
-        basis = "no-idle"
-    if basis:
-        kind[unv] = PRIORITY["python"]
-        return SampleKinds(kind, leaf_frame, compute_basis=basis)
-    blocked = _infer_blocked(trace, kind, leaf_frame, has_stack)
-    return SampleKinds(kind, leaf_frame, blocked=blocked)
-
-
-def _infer_blocked(trace: Trace, kind: np.ndarray, leaf: np.ndarray, has_stack: np.ndarray) -> tuple[tuple[int, int, str], ...]:
-    """Turn ``unverified`` rows into ``blocked`` where the profile shows the thread waits
-    (in place); the evidence per thread."""
-    s, st, th = trace.samples, trace.stacks, trace.threads
-    strings = trace.strings
-    thread = s.thread.astype(np.int64)
-    n_threads = max(len(th), int(thread.max()) + 1 if len(thread) else 0)
-    timed = trace.meta.get("samples_from") == "intervals"
-    weighted = bool((s.weight_ns > 0).any()) and not trace.meta.get("weight_unit")
-    value = s.weight_ns.astype(np.int64) if weighted else s.count.astype(np.int64)
-    names = _thread_names(trace, n_threads)
-    pids = [int(th.pid[t]) if t < len(th) else -1 for t in range(n_threads)]
-    tids = [int(th.tid[t]) if t < len(th) else -1 for t in range(n_threads)]
-    # how often each thread was sampled (time for timed frames: they carry no sample counts)
-    per_thread = np.bincount(thread, weights=value if timed else s.count, minlength=n_threads)
-    sampled = np.flatnonzero(per_thread > 0)
-    busiest = float(per_thread.max()) if len(per_thread) else 0.0
-    unv = kind == UNVERIFIED
-    steady = has_stack & (kind != PRIORITY["import"])
-    steady_t = np.bincount(thread[steady], weights=value[steady], minlength=n_threads)
-    callers = np.zeros(len(trace.frames), dtype=bool)
-    if len(st):
-        par = st.parent.astype(np.int64)
-        callers[st.frame.astype(np.int64)[par[par >= 0]]] = True
-    out: list[tuple[int, int, str]] = []
-    for t in sampled.tolist():
-        rows_t = unv & (thread == t)
-        if not rows_t.any():
-            continue
-        name = names[t]
-        if not name and tids[t] < 0:
-            continue  # stacks of all threads together (no thread roots): nothing to tell them by
-        main = name == "MainThread" or (pids[t] >= 0 and tids[t] == pids[t])
-        one_line = False
-        if not main and len(sampled) >= 2 and per_thread[t] >= ONE_LINE_PEER * busiest:
-            f_rows = np.flatnonzero(rows_t)
-            fr, inv = np.unique(leaf[f_rows], return_inverse=True)
-            v = np.bincount(inv.reshape(-1), weights=value[f_rows], minlength=len(fr))
-            c = np.bincount(inv.reshape(-1), weights=s.count[f_rows], minlength=len(fr))
-            i = int(np.argmax(v))
-            f = int(fr[i])
-            long_enough = bool(v[i] >= ONE_LINE_MIN_NS) if (weighted or timed) else bool(c[i] >= ONE_LINE_MIN_SAMPLES)
-            if not timed:
-                long_enough = long_enough and c[i] >= IDLE_EVIDENCE_SAMPLES
-            fn = strings[int(trace.frames.function[f])]
-            if (v[i] >= ONE_LINE_SHARE * steady_t[t] and long_enough and not callers[f]
-                    and not _INLINE_FRAME.search(fn)):
-                kind[f_rows[leaf[f_rows] == f]] = BLOCKED
-                share = 100.0 * v[i] / steady_t[t] if steady_t[t] else 100.0
-                what = "one line" if int(trace.frames.line[f]) >= 0 else "one function (no line numbers)"
-                if timed:
-                    held = f"{share:.0f}% of its time after start-up ({v[i] / 1e9:.3g} s)"
-                else:
-                    held = f"{share:.0f}% of its samples after start-up ({int(c[i]):,} samples)"
-                out.append((t, f, f"{what} holds {held} while it was sampled about as often as the busiest "
-                                  "thread, and calls no Python function"))
-                rows_t = rows_t & (kind == UNVERIFIED)
-                one_line = True
-        words = set(w for w in re.split(r"[^0-9a-z]+", name.lower()) if w)
-        said = sorted(words & WAITING_THREAD_WORDS)
-        if said and rows_t.any():
-            kind[rows_t] = BLOCKED
-            which = "its other lines without source" if one_line else "its lines without source"
-            out.append((t, -1, f"{which}: the thread's name has " + ", ".join(repr(w) for w in said)))
-    return tuple(out)
 
 
 def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuProfile:
@@ -550,54 +223,6 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
     )
 
 
-# --------------------------------------------------------------------------- pieces
-
-
-def _frame_priorities(trace: Trace, cls: Classifier) -> tuple[np.ndarray, np.ndarray]:
-    """Leaf and stack kind priority per frame; a leaf no rule matches gets its default kind
-    (Python compute, a Python line without source, or code that is not Python)."""
-    fr = trace.frames
-    n = len(fr)
-    leaf = np.zeros(n, dtype=np.int64)
-    stack = np.full(n, -1, dtype=np.int64)
-    src = usable_source(trace)
-    strings = trace.strings
-    for f in range(n):
-        fn = strings[int(fr.function[f])]
-        fi = strings[int(fr.file[f])] if fr.file[f] >= 0 else ""
-        text = src.get(f, "")
-        lp, sp = cls.frame(fn, fi, text)
-        leaf[f] = lp if lp >= 0 else PRIORITY[default_kind(fi, text)]
-        stack[f] = sp
-    return leaf, stack
-
-
-def usable_source(trace: Trace) -> dict[int, str]:
-    """Leaf line text per frame row, where it tells what the line does.
-
-    A ``def`` line tells nothing when it is the only line py-spy shows for its function
-    (``py-spy --function`` reports every frame at its def line, hiding the line that waits);
-    where the function also shows other lines, a sample at its def line is the call's start
-    and the text is kept (it matches no rule: Python compute).
-    """
-    src: dict[int, str] = trace.meta.get("source_lines") or {}
-    if not src:
-        return {}
-    defs = [f for f, text in src.items() if not source_known(text)]
-    if not defs:
-        return src
-    fr = trace.frames
-    key = fr.function.astype(np.int64) * (len(trace.strings) + 1) + fr.file.astype(np.int64) + 1
-    lines_per_key: dict[int, set[int]] = {}
-    for k, ln in zip(key.tolist(), fr.line.tolist()):
-        lines_per_key.setdefault(k, set()).add(ln)
-    out = dict(src)
-    for f in defs:
-        if len(lines_per_key.get(int(key[f]), ())) < 2:
-            del out[f]
-    return out
-
-
 def _location(trace: Trace, f: int) -> str:
     fr = trace.frames
     file = trace.strings[int(fr.file[f])] if fr.file[f] >= 0 else ""
@@ -605,17 +230,6 @@ def _location(trace: Trace, f: int) -> str:
     if not file:
         return trace.strings[int(fr.function[f])]
     return f"{file}:{line}" if line >= 0 else file
-
-
-def _node_kinds(st: StackNodes, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.ndarray:
-    """Kind priority per trie node: the best of its leaf kind and its ancestors' stack kinds."""
-    n = len(st)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    frame = st.frame.astype(np.int64)
-    # the max over the whole path, by pointer jumping: log2(depth) passes, never one per level
-    ctx = path_max(st.parent.astype(np.int64), stack_p[frame])
-    return np.maximum(leaf_p[frame], ctx)
 
 
 def _first_occurrence(st: StackNodes) -> np.ndarray:
@@ -748,18 +362,6 @@ def _top_threads(keys: np.ndarray, values: np.ndarray, n_frames: int, frame: int
     return tuple(labels[int(keys[r] // n_frames)] for r in order if values[r] > 0)
 
 
-def _thread_names(trace: Trace, n: int) -> list[str]:
-    th = trace.threads
-    return [trace.strings[int(th.name[t])] if t < len(th) and th.name[t] >= 0 else "" for t in range(n)]
-
-
-def _thread_label(name: str, pid: int, tid: int) -> str:
-    ids = ", ".join(x for x in (f"pid {pid}" if pid >= 0 else "", f"tid {tid}" if tid >= 0 else "") if x)
-    if name and ids:
-        return f"{name} ({ids})"
-    return name or ids or "all threads"
-
-
 def _kind_code(idx: int) -> str:
     return KIND_CODES[idx] if 0 <= idx < len(KIND_CODES) else NO_FRAMES
 
@@ -827,3 +429,7 @@ def _notes(trace: Trace, unit: str, from_intervals: bool, includes_idle: bool | 
     if includes_idle is False:
         out.append("recorded without idle samples: waiting time is mostly missing")
     return tuple(out)
+
+
+# profile_samples is this module's; the rest are re-exported for cpu_sites and older imports
+__all__ = ["CpuProfile", "profile_samples", "sample_kinds", "usable_source"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from traceclass.compare.baseline import is_baseline_dict, run_from_baseline
-from traceclass.compare.run import Run, is_report_dict, report_dict, run_from_dict
 from traceclass.config import Config
 from traceclass.errors import TraceFormatError
 from traceclass.ingest.source import read_bytes, read_head
+
+if TYPE_CHECKING:  # compare/ needs numpy; `traceclass --help` imports this module and must not
+    from traceclass.compare.run import Run
 
 _OWN_JSON = re.compile(r'^\s*\{\s*"(schema_version|kind)"\s*:')
 _FALLBACK_MAX_BYTES = 256 << 20
@@ -65,6 +66,9 @@ def _read_json(path: str) -> Any:
 
 
 def _from_doc(doc: Any, path: str) -> tuple[Run, dict[str, Any], dict[str, Any] | None] | None:
+    from traceclass.compare.baseline import is_baseline_dict, run_from_baseline
+    from traceclass.compare.run import is_report_dict, run_from_dict
+
     if is_baseline_dict(doc):
         run = run_from_baseline(doc, path)
         return run, doc["run"], doc
@@ -100,5 +104,7 @@ def load_run(path: str, cfg: Config, source_roots: Sequence[str] = ()) -> tuple[
             if got is not None:
                 return got
         raise
+    from traceclass.compare.run import report_dict, run_from_dict
+
     rd = report_dict(report)
     return run_from_dict(rd, path), rd, None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
+from traceclass.ingest import FORMATS
+from traceclass.render.renderers import RENDERERS
 
 COMMAND = "analyze"
 HELP = "analyze a trace and print the bottleneck report"
@@ -23,9 +24,12 @@ DESCRIPTION = (
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="trace file")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
-    p.add_argument("--format", choices=("md", "json"), help="report format (default: from -o's extension, else md)")
-    p.add_argument("--issue", action="store_true",
-                   help="compact markdown for a GitHub issue body (fits 65,536 characters; details folded)")
+    p.add_argument("--format", choices=tuple(RENDERERS),
+                   help="report format: md, json, issue (compact markdown for a GitHub issue body, fits 65,536 "
+                        "characters), plot (roofline PNG); default: from -o's extension, else md")
+    p.add_argument("--issue", action="store_true", help="same as --format issue")
+    p.add_argument("--input-format", metavar="NAME", choices=FORMATS,
+                   help=f"read the trace as this format instead of detecting it ({', '.join(FORMATS)})")
     p.add_argument("--plot", metavar="FILE.png", help="also write a roofline chart (matplotlib)")
     p.add_argument("--top", type=int, metavar="N", dest="top_n", help="rows in op and kernel tables (default 15)")
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
@@ -47,14 +51,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = None):  # type: ignore[no-untyped-def]
+def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = None,  # type: ignore[no-untyped-def]
+                    input_format: str | None = None):
     """Load, analyze, run rules: (trace, analysis, report)."""
     from traceclass.engine import run
     from traceclass.ingest import load
 
     bar = ProgressBar(path)
     try:
-        trace = load(path, progress=bar)
+        trace = load(path, progress=bar, fmt=input_format)
         if source_roots and len(trace.samples):
             from traceclass.ingest.sourcelines import attach_source_lines
 
@@ -67,25 +72,19 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceclass.render.renderers import for_path, renderer
+
     cfg = config_from_args(args)
-    fmt = args.format
-    if fmt is None:
-        fmt = "json" if (args.output or "").lower().endswith(".json") else "md"
-    if args.issue and fmt == "json":
-        raise ConfigError("--issue produces markdown; drop --format json")
-    trace, analysis, report = load_and_report(args.trace, cfg, args.source_root)
-    if fmt == "json":
-        from traceclass.render.json_report import render as render_json
-
-        out = render_json(report)
-    elif args.issue:
-        from traceclass.render.issue import render_issue
-
-        out = render_issue(report)
+    if args.issue and args.format not in (None, "issue"):
+        raise ConfigError(f"--issue produces markdown; drop --format {args.format}")
+    if args.issue or args.format:
+        chosen = renderer("issue" if args.issue else args.format)
     else:
-        from traceclass.render.markdown import render as render_md
-
-        out = render_md(report, cfg.analysis.top_n)
+        chosen = for_path(args.output or "") or renderer("md")
+    if not args.output and chosen.EXTENSION == ".png":
+        raise ConfigError(f"--format {chosen.NAME} writes binary PNG; give -o FILE{chosen.EXTENSION}")
+    trace, analysis, report = load_and_report(args.trace, cfg, args.source_root, args.input_format)
+    out = chosen.render(report, cfg.analysis.top_n)
     if args.plot:
         from traceclass.render.plot import roofline_png
 
@@ -113,4 +112,4 @@ def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-unt
     return render_md(report, cfg.analysis.top_n)
 
 
-__all__ = ["register", "run", "render_trace", "load_and_report", "config_from_args", "os"]
+__all__ = ["register", "run", "render_trace", "load_and_report", "config_from_args"]

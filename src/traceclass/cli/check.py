@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from traceclass.compare.gate import check, to_dict
-    from traceclass.render.diff_markdown import render_check_markdown
+    from traceclass.render.check_markdown import render_check_markdown
 
     cfg = config_from_args(args)
     base, _, doc = load_run(args.baseline, cfg, args.source_root)

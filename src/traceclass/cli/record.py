@@ -28,11 +28,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from traceclass.errors import ConfigError, ExternalToolError
-from traceclass.model import Trace
+
+if TYPE_CHECKING:  # numpy and the model load when a recording is processed, not for --help
+    from traceclass.model import Trace
 
 COMMAND = "record"
 HELP = "run a program under py-spy (idle samples, per thread) and print the report"
@@ -273,6 +274,8 @@ def _mark_recorded(trace: Trace, args: argparse.Namespace) -> Trace:
 def strip_wrapper(trace: Trace, torch: bool = False) -> Trace:
     """The profile as if the program had run without the wrapper: its frames and runpy's
     removed from the root of the stacks, samples of its own work left out (tool overhead)."""
+    import numpy as np
+
     st, fr, s = trace.stacks, trace.frames, trace.samples
     if len(st) == 0 or len(s) == 0:
         return trace

@@ -37,6 +37,8 @@ from typing import Sequence
 
 import numpy as np
 
+from traceclass.report.enums import NoiseBasis
+
 ALPHA = 0.05
 CONFIDENCE_PCT = 95
 MIN_EFFECT_PCT = 2.0
@@ -45,6 +47,11 @@ EXACT_MAX_N = 60
 
 FASTER, SLOWER, WITHIN = "faster", "slower", "within noise"
 SINGLE_RUN = "single run, noise unknown"
+_UNKNOWN_REASON = {
+    NoiseBasis.SINGLE_RUN: SINGLE_RUN,
+    NoiseBasis.ONE_VALUE_PER_RUN: "one value per run: noise unknown",
+    NoiseBasis.SINGLE_SAMPLE: "single sample: noise unknown",
+}
 HIGHER, LOWER = "higher", "lower"
 
 MANN_WHITNEY = "Mann-Whitney U"
@@ -69,6 +76,7 @@ class NoiseCall:
     n_candidate: int
     noise_known: bool  # False: a run had a single sample, the fallback rule decided
     reason: str  # short plain text: "p = 0.008", "p < 0.001", "single sample: noise unknown"
+    basis: NoiseBasis = NoiseBasis.TESTED  # what decided the label (renderers branch on this, not on reason)
 
     @property
     def beyond_noise(self) -> bool:
@@ -98,20 +106,20 @@ def judge(
     nb, nc = len(b), len(c)
     up, down = (SLOWER, FASTER) if time_like else (HIGHER, LOWER)
     if baseline_value is None or candidate_value is None:
-        return NoiseCall(WITHIN, NO_TEST, None, nb, nc, False, "not measured in both runs")
+        return NoiseCall(WITHIN, NO_TEST, None, nb, nc, False, "not measured in both runs", NoiseBasis.NOT_MEASURED)
     delta = float(candidate_value) - float(baseline_value)
     direction = up if delta > 0 else down
     if delta == 0:
-        return NoiseCall(WITHIN, NO_TEST, None, nb, nc, nb >= 2 and nc >= 2, "no change")
+        return NoiseCall(WITHIN, NO_TEST, None, nb, nc, nb >= 2 and nc >= 2, "no change", NoiseBasis.NO_CHANGE)
     if points:
         rel = abs(delta)
     else:
         rel = abs(delta) / abs(baseline_value) * 100.0 if baseline_value else math.inf
     if nb < 2 or nc < 2:
         label = direction if rel >= SINGLE_SAMPLE_PCT else WITHIN
-        why = SINGLE_RUN if single_run else \
-            "one value per run: noise unknown" if nb == 0 and nc == 0 else "single sample: noise unknown"
-        return NoiseCall(label, NO_TEST, None, nb, nc, False, why)
+        basis = NoiseBasis.SINGLE_RUN if single_run else \
+            NoiseBasis.ONE_VALUE_PER_RUN if nb == 0 and nc == 0 else NoiseBasis.SINGLE_SAMPLE
+        return NoiseCall(label, NO_TEST, None, nb, nc, False, _UNKNOWN_REASON[basis], basis)
     if _min_two_sided_p(nb, nc) <= ALPHA:
         test, p = MANN_WHITNEY, mann_whitney_p(b, c)
     else:

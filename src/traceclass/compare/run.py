@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
+from traceclass.analysis.cpu_types import frame_location
 from traceclass.analysis.stages import WHOLE_TRACE
 from traceclass.errors import TraceFormatError
 from traceclass.report.plain import plain
@@ -121,9 +122,7 @@ class CpuFrame:
 
     @property
     def location(self) -> str:
-        if not self.file:
-            return ""
-        return f"{self.file}:{self.line}" if self.line is not None else self.file
+        return frame_location(self.file, self.line)
 
 
 @dataclasses.dataclass(frozen=True)

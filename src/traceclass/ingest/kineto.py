@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
@@ -812,7 +812,3 @@ def _meta(top: dict[str, Any]) -> dict[str, Any]:
             if k in dist and not isinstance(dist[k], (list, dict)):
                 meta[f"distributed.{k}"] = dist[k]
     return meta
-
-
-def iter_names(trace: Trace, codes: Iterable[int]) -> list[str]:
-    return [trace.strings[c] for c in codes]

@@ -110,6 +110,27 @@ def sqlite_problem(exc: BaseException) -> str:
     return f"SQLite error: {msg}"
 
 
+def table_names(path: str) -> frozenset[str] | None:
+    """Names of the tables of a SQLite file opened read-only; None when it cannot be opened
+    or read (the reader then says exactly why)."""
+    try:
+        con, _uri = NsysDb._open(path)
+    except TraceFormatError:
+        return None
+    try:
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return frozenset(text(r[0]) for r in rows)
+
+
+def is_nsys_export(tables: frozenset[str]) -> bool:
+    """The tables only an Nsight Systems export has (one place for the sniff and the reader)."""
+    return "StringIds" in tables and bool(NSYS_MARKER_TABLES & tables)
+
+
 class NsysDb:
     """A read-only connection to one export plus its probed schema."""
 
@@ -193,7 +214,7 @@ class NsysDb:
         names = [text(r[0]) for r in rows]
         if not names:
             raise TraceFormatError(self.path, "SQLite database has no tables: not an Nsight Systems export")
-        if "StringIds" not in names or not (NSYS_MARKER_TABLES & set(names)):
+        if not is_nsys_export(frozenset(names)):
             raise TraceFormatError(
                 self.path,
                 "SQLite database is not an Nsight Systems export (no StringIds and CUPTI_/NVTX_/"

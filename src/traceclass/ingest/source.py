@@ -1,4 +1,4 @@
-"""Reading input bytes safely: size limits, gzip (with a bomb guard), format sniffing.
+"""Reading input bytes safely: size limits, gzip (with a bomb guard).
 
 Every failure becomes a :class:`~traceclass.errors.TraceFormatError` naming the file, so the
 CLI can print one line and exit 2.
@@ -233,30 +233,3 @@ def _check_decompressed_head(p: Path, piece: bytes) -> None:
         )
     if b"\x00" in head and not (head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff")):
         raise TraceFormatError(p, "gzip content is binary, not a trace (no JSON or text inside)")
-
-
-def sniff(path: str | os.PathLike[str]) -> str:
-    """Format of a file, from its content (extension only for binary nsys reports).
-
-    Returns one of: ``nsys-sqlite``, ``nsys-rep``, ``json`` (decided further by the JSON
-    dispatcher), ``collapsed``.
-    """
-    p = Path(path)
-    head = read_head(p)
-    if not head:
-        raise TraceFormatError(p, "file is empty")
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
-    name = p.name.lower()
-    if name.endswith((".nsys-rep", ".qdrep")):
-        return "nsys-rep"
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "collapsed"  # UTF-16 text: only collapsed stacks come that way
-    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if not stripped:
-        raise TraceFormatError(p, "file contains only whitespace")
-    if stripped[:1] in (b"{", b"["):
-        return "json"
-    if b"\x00" in head:
-        raise TraceFormatError(p, "binary file of unknown format (not JSON, SQLite or text)")
-    return "collapsed"

@@ -17,9 +17,13 @@ import numpy as np
 T = TypeVar("T", bound="Table")
 
 
-def column(dtype: Any, fill: Any = -1, doc: str = "") -> Any:
-    """Declare a column: its numpy dtype, the fill value for "unknown", and its meaning."""
-    return dataclasses.field(metadata={"dtype": np.dtype(dtype), "fill": fill, "doc": doc})
+def column(dtype: Any, fill: Any = -1, doc: str = "", text: bool = False, enum: Any = None) -> Any:
+    """Declare a column: its numpy dtype, the fill value for "unknown", and its meaning.
+
+    ``text``: the column holds codes into ``Trace.strings``; ``enum``: it holds values of this
+    IntEnum. :meth:`Table.to_pandas` decodes both when given the string table."""
+    return dataclasses.field(metadata={"dtype": np.dtype(dtype), "fill": fill, "doc": doc, "text": text,
+                                       "enum": enum})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,11 +89,23 @@ class Table:
             **{name: np.concatenate([getattr(p, name) for p in parts]) for name in cls.columns()}
         )
 
-    def to_pandas(self) -> Any:
-        """A pandas DataFrame view of the table (copies nothing it does not have to)."""
+    def to_pandas(self, strings: Any = None) -> Any:
+        """A pandas DataFrame of the table (copies nothing it does not have to).
+
+        With ``strings`` (the trace's :class:`~traceclass.model.strings.StringTable`), name
+        columns become their text ("" for unknown) and enum columns their lower-case member
+        names ("" for a value outside the enum); without it they stay integer codes."""
         import pandas as pd
 
-        return pd.DataFrame({name: getattr(self, name) for name in self.columns()}, copy=False)
+        cols: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            values = getattr(self, f.name)
+            if strings is not None and f.metadata.get("text"):
+                values = strings.decode(values)
+            elif strings is not None and f.metadata.get("enum") is not None:
+                values = _enum_names(f.metadata["enum"], values)
+            cols[f.name] = values
+        return pd.DataFrame(cols, copy=False)
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:
@@ -97,3 +113,10 @@ class Table:
         return [
             (f.name, str(f.metadata["dtype"]), f.metadata["doc"]) for f in dataclasses.fields(cls)
         ]
+
+
+def _enum_names(enum: Any, values: np.ndarray) -> np.ndarray:
+    members = {int(m): m.name.lower() for m in enum}
+    lut = np.array([members.get(i, "") for i in range(max(members) + 2)], dtype=object)  # last: unknown
+    v = values.astype(np.int64)
+    return lut[np.where((v < 0) | (v > max(members)), len(lut) - 1, v)]

@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from traceclass.model.enums import AnnotationKind, ApiKind, CopyKind, GpuKind, MemKind
 from traceclass.model.table import Table, column
 
 I8, I16, I32, I64, F64, BOOL = np.int8, np.int16, np.int32, np.int64, np.float64, np.bool_
@@ -23,7 +24,7 @@ class Threads(Table):
 
     pid: np.ndarray = column(I64, doc="OS process id")
     tid: np.ndarray = column(I64, doc="OS thread id")
-    name: np.ndarray = column(I32, doc="thread name (string code)")
+    name: np.ndarray = column(I32, text=True, doc="thread name (string code)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Ops(Table):
     end_ns: np.ndarray = column(I64, doc="end")
     pid: np.ndarray = column(I64)
     tid: np.ndarray = column(I64)
-    name: np.ndarray = column(I32, doc="op name (string code)")
+    name: np.ndarray = column(I32, text=True, doc="op name (string code)")
     external_id: np.ndarray = column(I64, doc="profiler External id, links launches to the op")
     seq: np.ndarray = column(I64, doc="autograd sequence number (forward <-> backward)")
     inputs: np.ndarray = column(I32, doc="recorded inputs (code into Trace.inputs)")
@@ -51,8 +52,8 @@ class Annotations(Table):
     end_ns: np.ndarray = column(I64)
     pid: np.ndarray = column(I64)
     tid: np.ndarray = column(I64)
-    name: np.ndarray = column(I32, doc="range name (string code); NVTX: 'domain:message'")
-    kind: np.ndarray = column(I8, 0, doc="AnnotationKind")
+    name: np.ndarray = column(I32, text=True, doc="range name (string code); NVTX: 'domain:message'")
+    kind: np.ndarray = column(I8, 0, doc="AnnotationKind", enum=AnnotationKind)
     external_id: np.ndarray = column(I64)
     parent: np.ndarray = column(I32, doc="enclosing annotation on the same thread")
     depth: np.ndarray = column(I16, 0)
@@ -66,7 +67,7 @@ class PythonFrames(Table):
     end_ns: np.ndarray = column(I64)
     pid: np.ndarray = column(I64)
     tid: np.ndarray = column(I64)
-    name: np.ndarray = column(I32, doc="'file.py(LINE): function' or 'nn.Module: Name'")
+    name: np.ndarray = column(I32, text=True, doc="'file.py(LINE): function' or 'nn.Module: Name'")
     parent: np.ndarray = column(I32, doc="calling frame (row in PythonFrames)")
     depth: np.ndarray = column(I16, 0)
 
@@ -79,8 +80,8 @@ class ApiCalls(Table):
     end_ns: np.ndarray = column(I64)
     pid: np.ndarray = column(I64)
     tid: np.ndarray = column(I64)
-    name: np.ndarray = column(I32, doc="API name without version suffix")
-    kind: np.ndarray = column(I8, 0, doc="ApiKind")
+    name: np.ndarray = column(I32, text=True, doc="API name without version suffix")
+    kind: np.ndarray = column(I8, 0, doc="ApiKind", enum=ApiKind)
     correlation: np.ndarray = column(I64, doc="links to GPU rows with the same correlation")
     external_id: np.ndarray = column(I64)
     op: np.ndarray = column(I32, doc="innermost op that made the call (row in Ops)")
@@ -95,15 +96,15 @@ class GpuActivity(Table):
     end_ns: np.ndarray = column(I64)
     device: np.ndarray = column(I32, doc="device index")
     stream: np.ndarray = column(I64, doc="stream / queue id")
-    kind: np.ndarray = column(I8, 0, doc="GpuKind")
-    name: np.ndarray = column(I32, doc="display name (short kernel name)")
-    full_name: np.ndarray = column(I32, doc="full (demangled) name when it differs, else -1")
+    kind: np.ndarray = column(I8, 0, doc="GpuKind", enum=GpuKind)
+    name: np.ndarray = column(I32, text=True, doc="display name (short kernel name)")
+    full_name: np.ndarray = column(I32, text=True, doc="full (demangled) name when it differs, else -1")
     correlation: np.ndarray = column(I64)
     external_id: np.ndarray = column(I64)
     bytes: np.ndarray = column(I64, doc="bytes copied or set")
-    copy_kind: np.ndarray = column(I8, 0, doc="CopyKind (memcpy rows)")
-    src_mem: np.ndarray = column(I8, 7, doc="MemKind of the source (memcpy rows)")
-    dst_mem: np.ndarray = column(I8, 7, doc="MemKind of the destination / memset target")
+    copy_kind: np.ndarray = column(I8, 0, doc="CopyKind (memcpy rows)", enum=CopyKind)
+    src_mem: np.ndarray = column(I8, 7, doc="MemKind of the source (memcpy rows)", enum=MemKind)
+    dst_mem: np.ndarray = column(I8, 7, doc="MemKind of the destination / memset target", enum=MemKind)
     grid: np.ndarray = column(I64, doc="total blocks in the grid (x*y*z)")
     block: np.ndarray = column(I64, doc="threads per block (x*y*z)")
     registers: np.ndarray = column(I32, doc="registers per thread")
@@ -129,8 +130,8 @@ class MemoryEvents(Table):
 class Frames(Table):
     """Distinct stack frames of sampled profiles (py-spy, speedscope, collapsed stacks)."""
 
-    function: np.ndarray = column(I32, doc="function name (string code)")
-    file: np.ndarray = column(I32, doc="file path (string code), -1 unknown")
+    function: np.ndarray = column(I32, text=True, doc="function name (string code)")
+    file: np.ndarray = column(I32, text=True, doc="file path (string code), -1 unknown")
     line: np.ndarray = column(I32, doc="line number, -1 unknown")
 
 

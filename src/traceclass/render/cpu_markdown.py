@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceclass.analysis.cpu_profile import (
-    COMPUTE_BASIS,
-    NO_FRAMES,
-    NO_FRAMES_LABEL,
-    CpuProfile,
-    FrameStat,
-    KindShare,
-    ThreadProfile,
-)
+from traceclass.analysis.cpu_types import COMPUTE_BASIS, NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare
+from traceclass.analysis.cpu_types import ThreadProfile
 from traceclass.analysis.frame_kinds import label as kind_label
 from traceclass import units
 from traceclass.render.escape import code

@@ -14,10 +14,11 @@ from typing import Any, Mapping, Sequence
 
 from traceclass import units
 from traceclass.render.escape import clean, code
+from traceclass.report.enums import NoiseBasis
 
 Segment = tuple[str, str]  # ("text", plain words we wrote) or ("name", untrusted name)
 
-_TEST_SHORT = {"Mann-Whitney U": "MW", "Welch t": "Welch"}
+TEST_SHORT = {"Mann-Whitney U": "MW", "Welch t": "Welch"}
 
 
 # --------------------------------------------------------------------------- numbers
@@ -35,7 +36,7 @@ def _sign(x: float) -> str:
     return "+" if x > 0 else "−" if x < 0 else "±"
 
 
-def _signed_pct(x: float | None, digits: int = 1, suffix: str = "%") -> str:
+def signed_pct(x: float | None, digits: int = 1, suffix: str = "%") -> str:
     """``+30.0%``; a change that rounds to zero is ``±0.0%``, never ``−0.0%``."""
     if x is None:
         return "—"
@@ -66,7 +67,7 @@ def delta_text(d: Mapping[str, Any]) -> str:
     if d["unit"] == "bytes":
         return _sign(x) + units.size(abs(x))
     if d["unit"] == "pct":
-        return _signed_pct(x, 1, " pp")
+        return signed_pct(x, 1, " pp")
     if d["unit"] == "samples":
         return _sign(round(x)) + value(abs(x), "samples")
     return f"{x:+.3g}"
@@ -75,21 +76,21 @@ def delta_text(d: Mapping[str, Any]) -> str:
 def delta_pct_text(d: Mapping[str, Any]) -> str:
     if d.get("unit") == "pct":
         return "—"  # shares: the delta is already in percentage points
-    return _signed_pct(d.get("delta_pct"))
+    return signed_pct(d.get("delta_pct"))
 
 
 def test_text(d: Mapping[str, Any]) -> str:
     n = d["noise"]
     if not n["noise_known"]:
-        if n["reason"] == "single sample: noise unknown":
+        if n["basis"] == NoiseBasis.SINGLE_SAMPLE:
             return f"noise unknown ({n['n_baseline']} vs {n['n_candidate']} samples)"
         return n["reason"]  # "one value per run: noise unknown", "not measured in both runs"
     if n["test"] == "none":
         return f"{n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
-    return f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
+    return f"{TEST_SHORT.get(n['test'], n['test'])} {n['reason']} ({n['n_baseline']} vs {n['n_candidate']})"
 
 
-def _when(epoch_ns: int | None) -> str:
+def when_text(epoch_ns: int | None) -> str:
     if epoch_ns is None:
         return "unknown"
     t = datetime.datetime.fromtimestamp(epoch_ns / 1e9, datetime.timezone.utc)
@@ -148,7 +149,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
             head = f"Candidate is {how} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
         else:
             head = (f"No step-time change beyond noise (P50 {value(b, 'ns')} → {value(c, 'ns')}, "
-                    f"{_signed_pct(p['delta_pct'])})")
+                    f"{signed_pct(p['delta_pct'])})")
         if n["noise_known"] and n["test"] != "none":
             if label in ("faster", "slower"):
                 head += f", beyond noise ({_p_clause(n)}, {n['n_baseline']} vs {n['n_candidate']} steps)"
@@ -195,7 +196,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                 s += [("text", " on "), ("name", r["detail"])]
             dd = r["delta"]
             unknown = "" if dd["noise"]["noise_known"] else ", noise unknown"
-            pct = "new in the candidate" if not dd["baseline"] else _signed_pct(dd["delta_pct"])
+            pct = "new in the candidate" if not dd["baseline"] else signed_pct(dd["delta_pct"])
             per = "P50 " if r["what"] == "stage" else ""
             tail = "" if r["what"] == "stage" else " in the window" if no_markers else " per step"
             s.append(("text", f" {per}by {_signed_duration(dd['delta'])}{tail} ({pct}{unknown})"))
@@ -242,7 +243,7 @@ def _cpu_sentences(d: Mapping[str, Any]) -> list[list[Segment]]:
             f"{_CPU_UNIT_WORDS.get(cpu['unit'], cpu['unit'])}")
     if total["baseline"] is not None and total["candidate"] is not None:
         head += (f": {_TOTAL_WORDS.get(total['unit'], 'sample count')} {value(total['baseline'], total['unit'])} → "
-                 f"{value(total['candidate'], total['unit'])} ({_signed_pct(total['delta_pct'])})")
+                 f"{value(total['candidate'], total['unit'])} ({signed_pct(total['delta_pct'])})")
     rule = f"{cpu['rule_pct']:g}"
     if cpu.get("lengths_differ"):
         head += "; the recordings differ in length, so the shares tell more than the times"
@@ -282,7 +283,7 @@ def _cpu_change(r: Mapping[str, Any]) -> str:
     if v["baseline"] is None or v["candidate"] is None:
         text = f"share {share} ({delta_text(sh)}"
     else:
-        pct = _signed_pct(v["delta_pct"]) if v["delta_pct"] is not None else delta_text(v)
+        pct = signed_pct(v["delta_pct"]) if v["delta_pct"] is not None else delta_text(v)
         text = f"{value(v['baseline'], v['unit'])} → {value(v['candidate'], v['unit'])} ({pct}; share {share}"
     return text + (f", {tag})" if tag else ")")
 
@@ -292,7 +293,7 @@ def _window_sentence(step: Mapping[str, Any], no_markers: Sequence[str]) -> str:
     who = "either run" if len(no_markers) == 2 else f"the {no_markers[0]}"
     text = (f"No step markers in {who} (no ProfilerStep or NVTX step range): the profiler window stands in "
             f"for the step ({value(p['baseline'], 'ns')} → {value(p['candidate'], 'ns')}, "
-            f"{_signed_pct(p['delta_pct'])}), and its length need not follow the work inside it")
+            f"{signed_pct(p['delta_pct'])}), and its length need not follow the work inside it")
     if len(no_markers) == 1:
         other = "candidate" if no_markers[0] == "baseline" else "baseline"
         text += f"; the {other}'s step is compared with a whole window, which is not a like-for-like step time"
@@ -304,7 +305,7 @@ def _change_text(dd: Mapping[str, Any]) -> str:
     n = dd["noise"]
     why = _p_clause(n) if (n["noise_known"] and n["test"] != "none") else "noise unknown"
     return (f"{value(dd['baseline'], dd['unit'])} → {value(dd['candidate'], dd['unit'])} "
-            f"({_signed_pct(dd['delta_pct'])}, {why})")
+            f"({signed_pct(dd['delta_pct'])}, {why})")
 
 
 def _work_sentence(v: Mapping[str, Any]) -> list[Segment]:
@@ -366,7 +367,7 @@ def _verdict_md(d: Mapping[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- tables
 
 
-def _table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table_lines(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
@@ -395,17 +396,17 @@ def render_markdown(d: Mapping[str, Any], top: int = 15) -> str:
         ["producer / format", f"{code(b['producer'])} / {code(b['format'])}", f"{code(c['producer'])} / {code(c['format'])}"],
         ["steady steps (warm-up)", f"{b['steps']} ({b['warmup_steps']})", f"{c['steps']} ({c['warmup_steps']})"],
         ["GPU", ", ".join(code(g) for g in b["gpus"]) or "none", ", ".join(code(g) for g in c["gpus"]) or "none"],
-        ["recorded", _when(b["recorded_at_epoch_ns"]), _when(c["recorded_at_epoch_ns"])],
+        ["recorded", when_text(b["recorded_at_epoch_ns"]), when_text(c["recorded_at_epoch_ns"])],
     ]
     if b.get("cpu_unit") or c.get("cpu_unit"):
         rows.append(["sampled CPU profile", _sampled(b), _sampled(c)])
-    L += _table(["", "baseline", "candidate"], ["l", "l", "l"], rows) + [""]
+    L += table_lines(["", "baseline", "candidate"], ["l", "l", "l"], rows) + [""]
     if d.get("callouts"):
         crow = [[c_["topic"], c_["what"]] + ([c_["baseline"], c_["candidate"]] if c_["topic"] == "workload"
                                              else [code(c_["baseline"]), code(c_["candidate"])]) + [c_["consequence"]]
                 for c_ in d["callouts"]]
         L += ["Setup differences:", ""]
-        L += _table(["topic", "what", "baseline", "candidate", "why it matters"], ["l"] * 5, crow) + [""]
+        L += table_lines(["topic", "what", "baseline", "candidate", "why it matters"], ["l"] * 5, crow) + [""]
 
     if d.get("cpu"):
         L += _cpu_markdown(d["cpu"], top)
@@ -423,7 +424,7 @@ def _stages_markdown(d: Mapping[str, Any]) -> list[str]:
     if d["stages"]:
         rows = [[code(s["name"]) + ("" if s["candidate_name"] == s["name"] else f" / {code(s['candidate_name'])}"),
                  f"{s['count_baseline']} / {s['count_candidate']}"] + _delta_cells(s["p50"]) for s in d["stages"]]
-        L += _table(["stage", "occurrences"] + _DELTA_HEAD, ["l", "r"] + _DELTA_ALIGN, rows) + [""]
+        L += table_lines(["stage", "occurrences"] + _DELTA_HEAD, ["l", "r"] + _DELTA_ALIGN, rows) + [""]
     else:
         L += ["No stage in common.", ""]
     for key, words in (("stages_only_baseline", "Only in the baseline"), ("stages_only_candidate", "Only in the candidate")):
@@ -442,7 +443,7 @@ def _ops_markdown(d: Mapping[str, Any], top: int) -> list[str]:
     if ops:
         rows = [[code(o["name"], 60), code(o["shapes"], 60), code(o["dtype"]) if o["dtype"] else "—"]
                 + _delta_cells(o["per_step"]) + [f"{o['calls_baseline']} → {o['calls_candidate']}"] for o in ops[:top]]
-        L += _table(["op", "shapes", "dtype"] + _DELTA_HEAD + ["calls"], ["l", "l", "l"] + _DELTA_ALIGN + ["r"], rows)
+        L += table_lines(["op", "shapes", "dtype"] + _DELTA_HEAD + ["calls"], ["l", "l", "l"] + _DELTA_ALIGN + ["r"], rows)
         if len(ops) > top:
             L += ["", f"{len(ops) - top} more matched op groups in the JSON output (`--format json`)."]
         L += [""]
@@ -458,7 +459,7 @@ def _ops_markdown(d: Mapping[str, Any], top: int) -> list[str]:
         rows = [[code(o["name"], 60), code(o["shapes"], 60), code(o["dtype"]) if o["dtype"] else "—",
                  value(o["per_step"][side], "ns"), str(o[f"calls_{side}"]), o["per_step"]["label"],
                  test_text(o["per_step"])] for o in rows_[:top]]
-        L += _table(["op", "shapes", "dtype", f"{side} per step", "calls", "label", "noise test (n)"],
+        L += table_lines(["op", "shapes", "dtype", f"{side} per step", "calls", "label", "noise test (n)"],
                     ["l", "l", "l", "r", "r", "l", "l"], rows)
         if len(rows_) > top:
             total = sum(o["per_step"][side] or 0 for o in rows_[top:])
@@ -472,7 +473,7 @@ def _rest_markdown(d: Mapping[str, Any]) -> list[str]:
     if d.get("families"):
         L += ["## Kernel families", "", "Summed kernel time per steady step (mean), by family.", ""]
         rows = [[code(f["family"]), f["status"]] + _delta_cells(f["per_step"]) for f in d["families"]]
-        L += _table(["family", "in"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+        L += table_lines(["family", "in"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
 
     if d.get("gpu_step") or d.get("devices"):
         L += ["## GPU time", ""]
@@ -481,7 +482,7 @@ def _rest_markdown(d: Mapping[str, Any]) -> list[str]:
             L += ["Per steady step (mean): busy = union of GPU work launched from the step, idle = step wall − busy, "
                   "copy = memcpy + memset time.", ""]
             rows = [[k] + _delta_cells(g[k]) for k in ("busy", "idle", "copy")]
-            L += _table(["per step"] + _DELTA_HEAD, ["l"] + _DELTA_ALIGN, rows) + [""]
+            L += table_lines(["per step"] + _DELTA_HEAD, ["l"] + _DELTA_ALIGN, rows) + [""]
         if d.get("devices"):
             L += ["Share of each device's window (one value per run: noise unknown).", ""]
             rows = []
@@ -489,7 +490,7 @@ def _rest_markdown(d: Mapping[str, Any]) -> list[str]:
                 for k in ("busy_pct", "idle_pct", "copy_pct"):
                     rows.append([f"{dv['device']} {code(dv['name_candidate'] or dv['name_baseline'])}",
                                  k.removesuffix("_pct")] + _delta_cells(dv[k]))
-            L += _table(["device", "share"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+            L += table_lines(["device", "share"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
 
     if d.get("memory"):
         L += ["## Memory", "", "Allocator peaks from profiler memory events (one value per run).", ""]
@@ -499,14 +500,14 @@ def _rest_markdown(d: Mapping[str, Any]) -> list[str]:
             rows.append([where, "peak allocated"] + _delta_cells(m["peak_allocated"]))
             if m.get("peak_reserved"):
                 rows.append([where, "peak reserved"] + _delta_cells(m["peak_reserved"]))
-        L += _table(["device", "figure"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
+        L += table_lines(["device", "figure"] + _DELTA_HEAD, ["l", "l"] + _DELTA_ALIGN, rows) + [""]
 
     L += ["## Findings", ""]
     if d.get("findings"):
         L += ["Matched by fingerprint (rule + location); value = estimated recoverable time.", ""]
         rows = [[f["status"], code(f["code"]), code(f["name"]), code(f["message"], 100)]
                 + _delta_cells(f["recoverable"])[:4] for f in d["findings"]]
-        L += _table(["status", "rule", "name", "message", "baseline", "candidate", "Δ", "Δ%"],
+        L += table_lines(["status", "rule", "name", "message", "baseline", "candidate", "Δ", "Δ%"],
                     ["l", "l", "l", "l", "r", "r", "r", "r"], rows) + [""]
     else:
         L += ["No findings in either run.", ""]
@@ -545,13 +546,13 @@ def _cpu_markdown(cpu: Mapping[str, Any], top: int) -> list[str]:
     if t["baseline"] is not None and t["candidate"] is not None:
         L += [f"{_TOTAL_WORDS.get(t['unit'], 'sample count').capitalize()}: {value(t['baseline'], t['unit'])} → "
               f"{value(t['candidate'], t['unit'])} "
-              f"({delta_text(t)}, {_signed_pct(t['delta_pct'])}).", ""]
+              f"({delta_text(t)}, {signed_pct(t['delta_pct'])}).", ""]
     hot = cpu["hot_spots"]
     L += ["### Hot spots (self time)", "", "Matched by function, file and line.", ""]
     if hot:
         rows = [[code(r["name"], 60), code(r["location"], 80) if r["location"] else "—", code(r["kind"]) if r["kind"] else "—"]
                 + _cpu_cells(r) for r in hot[:top]]
-        L += _table(["function", "location", "kind"] + _CPU_HEAD, ["l", "l", "l"] + _CPU_ALIGN, rows)
+        L += table_lines(["function", "location", "kind"] + _CPU_HEAD, ["l", "l", "l"] + _CPU_ALIGN, rows)
         if len(hot) > top:
             L += ["", f"{len(hot) - top} more hot spots in the JSON output (`--format json`)."]
         L += [""]
@@ -560,12 +561,12 @@ def _cpu_markdown(cpu: Mapping[str, Any], top: int) -> list[str]:
     if cpu["kinds"]:
         L += ["### Kinds", "", "What the sampled lines do (Python compute, lock wait, sleep, I/O, ...).", ""]
         rows = [[r["name"]] + _cpu_cells(r) for r in cpu["kinds"]]
-        L += _table(["kind"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows) + [""]
+        L += table_lines(["kind"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows) + [""]
     if cpu["threads"]:
         L += ["### Threads", "", "Matched by thread name (ids change from run to run); unnamed threads by role, "
               "same names in order of time.", ""]
         rows = [[code(r["name"], 60)] + _cpu_cells(r) for r in cpu["threads"][:top]]
-        L += _table(["thread"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows)
+        L += table_lines(["thread"] + _CPU_HEAD, ["l"] + _CPU_ALIGN, rows)
         if len(cpu["threads"]) > top:
             L += ["", f"{len(cpu['threads']) - top} more threads in the JSON output."]
         L += [""]
@@ -594,99 +595,5 @@ def render_json(d: Mapping[str, Any]) -> str:
     return json.dumps(out, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-# --------------------------------------------------------------------------- check
-
-
-_STATUS = {"ok": "ok", "regressed": "**REGRESSED**", "over budget": "**OVER BUDGET**", "missing": "**MISSING**",
-           "improved": "improved", "n/a": "n/a"}
-
-
-def _check_delta(r: Mapping[str, Any]) -> str:
-    if r.get("delta") is None:
-        return "—"
-    if r["unit"] == "pct":
-        return delta_text({"delta": r["delta"], "unit": "pct"})
-    return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({_signed_pct(r.get('delta_pct'))})"
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-MAX_QUIET_STAGES = 10  # stage rows that pass, shown in the check summary (failing rows always are)
-
-
-def render_check_markdown(d: Mapping[str, Any]) -> str:
-    """Short summary for a CI log or a pull-request comment."""
-    rows = d["rows"]
-    failing = [r for r in rows if r["status"] in ("regressed", "over budget", "missing")]
-    b = d.get("baseline") or {}
-    outcome = d.get("outcome") or ("pass" if d["passed"] else "fail")
-    if outcome == "nothing comparable":
-        head = f"nothing comparable: {d.get('nothing_comparable') or 'no metric was measured in both runs'}"
-    elif outcome == "pass":
-        head = "PASS"
-    else:
-        head = f"FAIL: {_count(len(failing), 'metric')} beyond threshold or budget"
-    L = [f"## traceclass check: {head}", ""]
-    where = [f"candidate {code(d.get('candidate', ''))} vs baseline {code(b.get('file', ''))}"]
-    git = b.get("git") or {}
-    if git.get("commit"):
-        where.append(f"commit {code(str(git['commit'])[:12])}" + (" (dirty tree)" if git.get("dirty") else ""))
-    if b.get("recorded_at_epoch_ns") is not None:
-        where.append(f"recorded {_when(b['recorded_at_epoch_ns'])}")
-    L += ["; ".join(where) + ".", ""]
-    if d.get("callouts"):
-        parts = [f"{c['what']} {code(c['baseline'])} vs {code(c['candidate'])}" for c in d["callouts"]]
-        L += ["**Setup differs, so the gate does not isolate one change:** " + "; ".join(parts) + ".", ""]
-    metric_rows = [r for r in rows if r["metric"] != "budget"]
-    quiet_stages = [r for r in metric_rows if r["metric"] == "stage P50" and r["status"] in ("ok", "n/a")]
-    hidden = {id(r) for r in quiet_stages[MAX_QUIET_STAGES:]}
-    table = []
-    for r in metric_rows:
-        if r["status"] == "n/a" and r["metric"] == "stage P50" and r["note"] in ("not in the candidate",
-                                                                               "new in the candidate"):
-            continue  # listed below
-        if id(r) in hidden:
-            continue
-        # stage names come from the trace (code spans); the memory row's device label is ours
-        label = (r["name"] if r["metric"] == "peak memory" else code(r["name"])) if r["name"] else ""
-        name = r["metric"] + (f" {label}" if label else "")
-        noise_txt = ""
-        if r.get("noise"):
-            n = r["noise"]
-            if n["noise_known"] and n["test"] != "none":
-                noise_txt = f"{_TEST_SHORT.get(n['test'], n['test'])} {n['reason']}"
-            elif not n["noise_known"] and "noise unknown" not in (r.get("note") or ""):
-                noise_txt = "noise unknown"
-        note = "; ".join(x for x in (noise_txt, r.get("note") or "") if x)
-        table.append([name, value(r["baseline"], r["unit"]), value(r["candidate"], r["unit"]), _check_delta(r),
-                      r["limit"], _STATUS.get(r["status"], r["status"]), clean(note, 160) if note else ""])
-    L += _table(["metric", "baseline", "candidate", "Δ", "limit", "result", "note"],
-                ["l", "r", "r", "r", "l", "l", "l"], table) + [""]
-    shown_hidden = [r for r in quiet_stages[MAX_QUIET_STAGES:] if r["note"] not in ("not in the candidate",
-                                                                                   "new in the candidate")]
-    if shown_hidden:
-        L += [f"{len(shown_hidden)} more stages within their threshold (all rows: `--format json`).", ""]
-    gone = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "not in the candidate"]
-    new = [r["name"] for r in rows if r["metric"] == "stage P50" and r["note"] == "new in the candidate"]
-    if gone:
-        L += ["Stages not in the candidate: " + ", ".join(code(n) for n in gone) + ".", ""]
-    if new:
-        L += ["Stages new in the candidate: " + ", ".join(code(n) for n in new) + ".", ""]
-    budgets = [r for r in rows if r["metric"] == "budget"]
-    if budgets:
-        brows = [[code(r["name"]), units.duration(r["budget_ns"]), value(r["baseline"], "ns"),
-                  value(r["candidate"], "ns"), _STATUS.get(r["status"], r["status"]), clean(r.get("note") or "", 160)]
-                 for r in budgets]
-        L += ["Budgets (candidate P50 per stage):", ""]
-        L += _table(["stage", "budget", "baseline P50", "candidate P50", "result", "note"],
-                    ["l", "r", "r", "r", "l", "l"], brows) + [""]
-    th = ", ".join(f"{k} = {v:g}" for k, v in d.get("thresholds", {}).items())
-    L += [f"Thresholds: {th} (`[tool.traceclass.check]`; pct = percent of the baseline, points = percentage "
-          f"points). Rule: {d['method']}. Exit code {d['exit_code']}.", ""]
-    return "\n".join(L).rstrip() + "\n"
-
-
-__all__ = ["render_markdown", "render_json", "render_check_markdown", "verdict_plain", "verdict_segments", "value", "delta_text",
-           "test_text"]
+__all__ = ["render_markdown", "render_json", "verdict_plain", "verdict_segments", "value", "delta_text", "test_text",
+           "signed_pct", "table_lines", "when_text", "TEST_SHORT"]

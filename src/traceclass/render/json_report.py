@@ -25,12 +25,9 @@ def to_dict(report: Report) -> dict[str, Any]:
     d = _plain(report)
     cpu = report.cpu_profile
     if cpu is not None:
-        try:
-            from traceclass.render.cpu_markdown import cpu_profile_json
+        from traceclass.render.cpu_markdown import cpu_profile_json
 
-            d["cpu_profile"] = _plain(cpu_profile_json(cpu))
-        except ImportError:
-            d["cpu_profile"] = None
+        d["cpu_profile"] = _plain(cpu_profile_json(cpu))
     d["verdict"] = {
         "summary": " ".join(verdict_sentences(report, lambda s: s)),
         "bound_mix_pct": bound_mix(report),
@@ -42,5 +39,10 @@ def to_dict(report: Report) -> dict[str, Any]:
     return {k: d[k] for k in order if k in d}
 
 
-def render(report: Report) -> str:
+NAME = "json"
+EXTENSION = ".json"
+
+
+def render(report: Report, top_n: int | None = None) -> str:
+    """Every row, whatever ``top_n`` (the JSON report is the complete one)."""
     return json.dumps(to_dict(report), indent=1, ensure_ascii=False, allow_nan=False) + "\n"

@@ -27,7 +27,13 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = ""
     return "\n".join(lines)
 
 
-def render(report: Report, top_n: int = 15) -> str:
+NAME = "md"
+EXTENSION = ".md"
+DEFAULT_TOP_N = 15
+
+
+def render(report: Report, top_n: int | None = None) -> str:
+    top_n = DEFAULT_TOP_N if top_n is None else top_n
     parts = [_header(report), _verdict(report)]
     if report.findings:
         parts.append(_findings(report))
@@ -306,10 +312,8 @@ def _memory(r: Report) -> str:
 
 
 def _cpu(r: Report, top_n: int) -> str:
-    try:
-        from traceclass.render.cpu_markdown import cpu_profile_markdown
-    except ImportError:
-        return ""
+    from traceclass.render.cpu_markdown import cpu_profile_markdown
+
     return cpu_profile_markdown(r.cpu_profile, top_n)
 
 
@@ -367,3 +371,26 @@ def _definitions(r: Report) -> str:
         "",
         "</details>",
     ])
+
+
+#: Every section by name, for renderers that arrange them differently (``issue``); each takes
+#: ``(report, top_n)`` and returns markdown ("" when the report has nothing for it).
+SECTIONS = {
+    "header": lambda r, n: _header(r),
+    "verdict": lambda r, n: _verdict(r),
+    "findings": lambda r, n: _findings(r),
+    "stages": lambda r, n: _stages(r),
+    "ops": _ops,
+    "timeline": lambda r, n: _timeline(r),
+    "kernels": _kernels,
+    "memory": lambda r, n: _memory(r),
+    "cpu": _cpu,
+    "hardware": lambda r, n: _hardware(r),
+    "notes": lambda r, n: _notes(r),
+    "definitions": lambda r, n: _definitions(r),
+}
+
+
+def section(name: str, report: Report, top_n: int = DEFAULT_TOP_N) -> str:
+    """One section of the markdown report (a key of :data:`SECTIONS`)."""
+    return SECTIONS[name](report, top_n)

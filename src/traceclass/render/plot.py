@@ -18,6 +18,15 @@ _COLORS = {
 }
 
 
+NAME = "plot"
+EXTENSION = ".png"
+
+
+def render(report: Report, top_n: int | None = None) -> bytes:
+    """The roofline chart as PNG bytes (``top_n`` is not used: up to 60 op groups are drawn)."""
+    return roofline_png(report)
+
+
 def roofline_png(report: Report, max_points: int = 60) -> bytes:
     import matplotlib
 

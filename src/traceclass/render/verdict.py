@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from traceclass import units
+from traceclass.render.cpu_verdict import cpu_verdict
 from traceclass.report.model import Report
 
 Fmt = Callable[[str], str]
@@ -97,9 +98,9 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
             f"({o.count} call{'s' if o.count != 1 else ''}, {units.duration(o.total_ns)}){roof}."
         )
     cpu = report.cpu_profile
-    if cpu is not None and hasattr(cpu, "verdict"):
+    if cpu is not None:
         # the sentence is our own words and numbers; names in it go through ``name``
-        text = cpu.verdict(name)
+        text = cpu_verdict(cpu, name)
         if text:
             out.append(text)
     real = [f for f in report.findings if f.severity != "info"]

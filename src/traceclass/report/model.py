@@ -8,8 +8,10 @@ different runs line up. Renderers never see the trace or the analyses.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import json
+from typing import Any, Mapping
 
+from traceclass.analysis.cpu_types import CpuProfile
 from traceclass.rule import Finding
 
 SCHEMA_VERSION = 1
@@ -216,7 +218,7 @@ class Report:
     kernels: tuple[KernelRow, ...]
     findings: tuple[Finding, ...]
     opportunities: tuple[Opportunity, ...]
-    cpu_profile: Any  # CpuProfile from the sampled-profile analysis, or None
+    cpu_profile: CpuProfile | None  # the sampled-profile section (py-spy, speedscope ...), or None
     notes: tuple[str, ...]
     thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
     rule_errors: tuple[str, ...] = ()
@@ -225,3 +227,30 @@ class Report:
     kernel_families: tuple[KernelFamilyRow, ...] = ()
     memory: tuple[MemoryRow, ...] = ()
     step_series_steps: int = 0  # steady steps behind OpRow.step_ns / KernelFamilyRow.step_ns
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON data (non-finite floats become None; findings carry their
+        fingerprint). :meth:`from_json` reads it back."""
+        from traceclass.report.plain import plain
+
+        return plain(self)
+
+    def to_json(self) -> str:
+        """The report model as JSON text: ``Report.from_json(r.to_json()) == r``.
+
+        This is the model itself; ``traceclass analyze --format json`` adds the verdict prose and
+        lays the CPU section out for readers (render/json_report.py)."""
+        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Report:
+        """The report written by :meth:`to_json` (text, bytes or its parsed dict)."""
+        import msgspec
+
+        doc = json.loads(data) if isinstance(data, (str, bytes, bytearray)) else data
+        try:
+            return msgspec.convert(doc, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            from traceclass.errors import TraceFormatError
+
+            raise TraceFormatError("report JSON", f"not a traceclass report model ({exc})") from None
