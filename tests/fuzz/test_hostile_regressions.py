@@ -451,3 +451,28 @@ def test_found_by_the_fuzzer_speedscope_weight_overflowing_ns(tmp_path, seeds):
     doc["profiles"][0]["weights"][0] = 1e300
     p = _write_json(tmp_path / "w.speedscope.json", doc)
     _rejected(["analyze", str(p)], [p], p, "sample weight out of range")
+
+
+def test_found_by_the_campaign_nsys_timestamps_at_the_int64_ends(tmp_path):
+    """A kernel at start = -2**63 overflowed the per-group union (np.bincount: negative)."""
+    p = tmp_path / "wild.sqlite"
+    fx.small_kernel_storm_export(p, n=12)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid % 2 = 0", (-(2**63),))
+    con.commit()
+    con.close()
+    got = check(["analyze", str(p)], [p])
+    assert got.rc == 0
+    assert "6 rows of CUPTI\\_ACTIVITY\\_KIND\\_KERNEL have timestamps out of range" in got.out
+    assert len(load(p).gpu) == 6
+
+
+def test_union_by_group_survives_times_at_the_int64_ends():
+    from traceclass import timeline as tl
+
+    g = np.array([0, 0, 1, 1, 2])
+    s = np.array([0, 5, -(2**63), 10, 2**62])
+    e = np.array([10, 20, 0, 30, 2**63 - 1])
+    groups, lengths = tl.union_length_by_group(g, s, e)
+    assert groups.tolist() == [0, 1, 2]
+    assert lengths.tolist() == [20, 2**63 - 1, 2**63 - 1 - 2**62]  # clamped at int64, not wrapped

@@ -98,6 +98,13 @@ def _read(db: NsysDb, table: str, spec: Spec,
     if untimed.any():
         notes.append(f"{int(untimed.sum())} rows of {table} have no timestamps and were dropped")
         cols = {k: v[~untimed] for k, v in cols.items()}
+    # timestamps are ns since the session start: negative ones or ones past 2**62 (146 years)
+    # are damage, and would overflow the interval arithmetic downstream
+    wild = (cols["start_ns"] < 0) | (cols["end_ns"] < 0) | (cols["start_ns"] >= 1 << 62) | (cols["end_ns"] >= 1 << 62)
+    if wild.any():
+        notes.append(f"{int(wild.sum())} rows of {table} have timestamps out of range (negative or past 2^62 ns) "
+                     "and were dropped")
+        cols = {k: v[~wild] for k, v in cols.items()}
     cols["end_ns"] = np.maximum(cols["end_ns"], cols["start_ns"])
     return cols
 
