@@ -437,6 +437,12 @@ def test_case14_output_onto_a_folder_is_refused(tmp_path, seeds):
 
 @pytest.mark.parametrize("command", ["analyze", "export", "diff", "check"])
 def test_case15_dev_null_is_an_empty_file(tmp_path, seeds, command):
+    import stat
+
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        # what made case 15: a tool writing "-o /dev/null" through rename (traceclass before
+        # issue 15, see test_case14) leaves a regular file with a report in it there
+        pytest.skip("/dev/null is not a character device on this machine (replaced by a regular file)")
     argv = {"analyze": ["analyze", "/dev/null"],
             "export": ["export", "/dev/null", "-o", str(tmp_path / "x.json")],
             "diff": ["diff", "/dev/null", str(seeds["kineto.json"])],

@@ -98,13 +98,6 @@ def _read(db: NsysDb, table: str, spec: Spec,
     if untimed.any():
         notes.append(f"{int(untimed.sum())} rows of {table} have no timestamps and were dropped")
         cols = {k: v[~untimed] for k, v in cols.items()}
-    # timestamps are ns since the session start: negative ones or ones past 2**62 (146 years)
-    # are damage, and would overflow the interval arithmetic downstream
-    wild = (cols["start_ns"] < 0) | (cols["end_ns"] < 0) | (cols["start_ns"] >= 1 << 62) | (cols["end_ns"] >= 1 << 62)
-    if wild.any():
-        notes.append(f"{int(wild.sum())} rows of {table} have timestamps out of range (negative or past 2^62 ns) "
-                     "and were dropped")
-        cols = {k: v[~wild] for k, v in cols.items()}
     cols["end_ns"] = np.maximum(cols["end_ns"], cols["start_ns"])
     return cols
 
@@ -179,6 +172,13 @@ def read_gpu(
         c = _read(db, table, spec, notes)
         if c is None:
             continue
+        # GPU times are ns since the session start: negative ones or ones past 2**62 ns are
+        # damage, and would wrap the device timelines' arithmetic
+        wild = (c["start_ns"] < 0) | (c["end_ns"] >= 1 << 62)
+        if wild.any():
+            notes.append(f"{int(wild.sum())} rows of {table} have timestamps out of range (negative or "
+                         "past 2^62 ns) and were dropped")
+            c = {k: v[~wild] for k, v in c.items()}
         n = len(c["start_ns"])
         gpid = c.pop("gpid")
         c["api"] = join_api(api, api_proc, c["correlation"], process_key(gpid))
