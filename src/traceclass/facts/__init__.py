@@ -29,6 +29,18 @@ fact                      module
 
 from __future__ import annotations
 
-from traceclass.facts.core import Facts, analyze
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceclass.facts.core import Facts, analyze
 
 __all__ = ("Facts", "analyze")
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the report model imports the row types of facts/rows.py without the analyses
+    if name in __all__:
+        from traceclass.facts import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,8 +18,9 @@ from traceclass.facts.analysed import AnalysedTime, analysed_time, gpu_in_analys
 from traceclass.facts.gaps import Gaps, active_devices, device_gaps
 from traceclass.facts.host import HostView, host_view
 from traceclass.facts.idle_host import host_during
-from traceclass.facts.kernels import KernelFamilyStats, KernelStats, kernel_families, kernel_stats
-from traceclass.facts.memory import MemoryPeak, memory_peaks
+from traceclass.facts.kernels import kernel_families, kernel_stats
+from traceclass.facts.memory import memory_peaks
+from traceclass.facts.rows import KernelFamilyStats, KernelStats, MemoryPeak
 from traceclass.facts.roof import roof_for
 from traceclass.facts.stage_roofline import StageWork, stage_work
 from traceclass.facts.step_series import MAX_STEP_SERIES, StepSeries, step_series

@@ -5,6 +5,11 @@ Top-level keys: ``schema_version``, ``traceclass_version``, ``source``, ``verdic
 ``step_series_steps``, ``findings``, ``opportunities``, ``hardware``,
 ``cpu_profile``, ``notes``, ``thresholds``. Times are integer ns (``*_ns``), sizes bytes,
 rates per second, shares percent (``*_pct``); non-finite numbers become ``null``.
+
+The layout is the report model's (:func:`traceclass.report.plain.plain`) plus ``verdict``, so
+``Report.from_json`` reads it back. The CPU section (:mod:`traceclass.report.cpu`) keeps the keys
+it had when ``render/cpu_markdown.py`` laid it out, with two changes: its shares are no longer
+rounded to 0.001 %, and threads of a profile whose values are not time carry ``weight``.
 """
 
 from __future__ import annotations
@@ -23,11 +28,6 @@ def _plain(obj: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     d = _plain(report)
-    cpu = report.cpu_profile
-    if cpu is not None:
-        from traceclass.render.cpu_markdown import cpu_profile_json
-
-        d["cpu_profile"] = _plain(cpu_profile_json(cpu))
     d["verdict"] = {
         "summary": " ".join(verdict_sentences(report, lambda s: s)),
         "bound_mix_pct": bound_mix(report),

@@ -11,14 +11,12 @@ from traceclass import __version__
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
 from traceclass.facts import Facts
-from traceclass.model import Trace
+from traceclass.model import Captured, Trace
 from traceclass.registry import all_rules
+from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
-    KernelFamilyRow,
-    KernelRow,
-    MemoryRow,
     OpRow,
     Opportunity,
     Report,
@@ -53,10 +51,10 @@ def build_report(
         ops_total_ns=analysis.ops.total_ns,
         ops_time_basis="gpu" if len(trace.gpu) else "cpu",
         unmodeled_ops=dict(sorted(analysis.ops.unmodeled_names.items(), key=lambda kv: -kv[1])),
-        kernels=tuple(KernelRow(**vars(k)) for k in analysis.kernels),
+        kernels=analysis.kernels,
         findings=findings,
         opportunities=_opportunities(findings, ops_rows),
-        cpu_profile=analysis.cpu,
+        cpu_profile=None if analysis.cpu is None else cpu_section(analysis.cpu),
         notes=_notes(trace, analysis) + tuple(skipped),
         thresholds={
             "warmup_steps": analysis.config.warmup_steps,
@@ -65,8 +63,8 @@ def build_report(
             "config_sources": list(config.sources) if config else ["defaults"],
         },
         rule_errors=tuple(rule_errors),
-        kernel_families=tuple(KernelFamilyRow(**vars(k)) for k in analysis.kernel_families),
-        memory=tuple(MemoryRow(**vars(m)) for m in analysis.memory),
+        kernel_families=analysis.kernel_families,
+        memory=analysis.memory,
         step_series_steps=series.steps_count,
     )
 
@@ -330,7 +328,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
                 "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
-    if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
+    if len(trace.gpu) == 0 and Captured.GPU in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
     occ = analysis.occurrences
     if occ.synthetic:
@@ -344,7 +342,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
     if analysis.ops.excluded_warmup:
         notes.append("op, kernel-group and roofline tables cover the steady-state steps only "
                      "(work that started in warm-up steps is left out)")
-    if len(trace.ops) and "shapes" not in trace.captured:
+    if len(trace.ops) and Captured.SHAPES not in trace.captured:
         notes.append(
             "ops were recorded without shapes (record_shapes=False): FLOPs and bytes cannot be "
             "computed, so ops are unclassified"
