@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from traceclass.cli import _cluster
 from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
@@ -16,13 +17,14 @@ HELP = "analyze a trace and print the bottleneck report"
 DESCRIPTION = (
     "Analyze a torch.profiler trace (.json, .json.gz), an Nsight Systems SQLite export "
     "(.sqlite; .nsys-rep with nsys on PATH) or a py-spy profile (speedscope, raw/collapsed, "
-    "chrometrace). The format is detected from the content. Exit codes: 0 report written, "
+    "chrometrace). The format is detected from the content. Two or more traces of one job (files, a "
+    "directory or a glob; per-rank .tcsum.json summaries too) give a cluster report. Exit codes: 0 report written, "
     "1 a finding at or above --fail-on, 2 unreadable input or bad configuration."
 )
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace file")
+    p.add_argument("trace", nargs="+", help="trace file; several files, a directory or a glob: cluster report")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     p.add_argument("--format", choices=tuple(RENDERERS),
                    help="report format: md, json, issue (compact markdown for a GitHub issue body, fits 65,536 "
@@ -36,6 +38,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
     add_analysis_options(p)
+    _cluster.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -72,6 +75,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
+    if isinstance(args.trace, list):
+        if _cluster.is_cluster(args):
+            return _cluster.run(args)
+        args.trace = args.trace_files[0]
     from traceclass.render.renderers import for_path, renderer
 
     cfg = config_from_args(args)

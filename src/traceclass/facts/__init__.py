@@ -17,6 +17,7 @@ fact                      module
 ``gaps(device)``          :mod:`traceclass.facts.gaps`
 ``sync_events``           :mod:`traceclass.facts.syncs`
 ``host_view``             :mod:`traceclass.facts.host`
+``idle_causes``           :mod:`traceclass.facts.idle_causes` (one cause per idle stretch)
 ``ops``                   :mod:`traceclass.analysis.ops`
 ``stage_roofline``        :mod:`traceclass.facts.stage_roofline`
 ``step_series``           :mod:`traceclass.facts.step_series`

@@ -17,6 +17,7 @@ import numpy as np
 
 from traceclass.errors import TraceFormatError
 from traceclass.ingest.jsonload import Container
+from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import Progress
 from traceclass.model import (
@@ -51,7 +52,7 @@ _MAX_US = 9.0e15
 _EMPTY = msgspec.Raw(b"")
 
 
-class _Args(msgspec.Struct, gc=False):
+class _Args(CommArgs, gc=False):
     external_id: Any = msgspec.field(name="External id", default=None)
     correlation: Any = None
     device: Any = None
@@ -106,6 +107,7 @@ _DECODE_TS = msgspec.json.Decoder(list[_TsText])
 
 # category codes
 _OP, _ANN, _PY, _API, _KERNEL, _MEMCPY, _MEMSET, _SYNC, _MEM, _META, _SPAN, _SKIP = range(12)
+_COMMS = 100  # collective args of ops and kernels (columns of their own)
 _PH_X, _PH_I, _PH_M, _PH_FLOW = 1, 2, 3, 4
 _PHASE = {"X": _PH_X, "i": _PH_I, "I": _PH_I, "M": _PH_M, "s": _PH_FLOW, "f": _PH_FLOW, "t": _PH_FLOW}
 _CATEGORY = {
@@ -123,6 +125,10 @@ _CATEGORY = {
     "gpu_memset": _MEMSET,
     "Memset": _MEMSET,
     "cuda_sync": _SYNC,
+    # MTIA (Meta's accelerator): device compute events and their runtime calls, analysed as a
+    # device timeline like GPU kernels (correlation ids link them the same way)
+    "mtia_ccp_events": _KERNEL,
+    "mtia_runtime": _API,
     "cpu_instant_event": _MEM,
     "Trace": _SPAN,
 }
@@ -201,6 +207,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     gpu = _build_gpu(cols, strings)
     mem = _build_memory(cols.get(_MEM))
     threads = _build_threads(thread_names, strings)
+    comms = build_comms(cols.get(_COMMS))
 
     notes = []
     if container.repaired:
@@ -211,6 +218,9 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     ):
         if counts.get(cat):
             notes.append(f"{counts[cat]} {label} not analysed (not supported yet)")
+    if counts.get("mtia_ccp_events"):
+        notes.append(f"{counts['mtia_ccp_events']} MTIA device events analysed as device work (timeline, idle, "
+                     "ops); MTIA peaks are not in the hardware table, so they get no roofline label")
     if counts.get("cuda_profiler_range") and not len(gpu):
         notes.append(
             "trace was recorded in CUPTI range-profiler mode: it has no kernel events, so no "
@@ -258,6 +268,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         api=api,
         gpu=gpu,
         memory=mem,
+        comms=comms,
         window=(min(w[0] for w in window), max(w[1] for w in window)) if window else None,
         captured=frozenset(captured),
         meta=meta,
@@ -329,6 +340,9 @@ class _ChunkState:
             is_mem = np.array([cats[i] == "cpu_instant_event" for i in inst.tolist()], dtype=bool)
             codes[inst[is_mem]] = _MEM
         counts = self.counts
+        n_mtia = cats.count("mtia_ccp_events")
+        if n_mtia:
+            counts["mtia_ccp_events"] = counts.get("mtia_ccp_events", 0) + n_mtia
         for i in np.flatnonzero(x & (cat < 0)).tolist():
             c = cats[i]
             key = c if c in ("gpu_user_annotation", "overhead", "cuda_profiler_range") else "?" + str(c)[:40]
@@ -429,12 +443,15 @@ class _ChunkState:
                 external_id=_ints([a.external_id for a in args]),
                 **extra,
             )
+            if c == _KERNEL:
+                self._comms(True, args, t, d, dev, stream)
             return
         pid = _ints([e.pid for e in sub])
         tid = _ints([e.tid for e in sub])
         base = dict(start_ns=t, end_ns=t + d, pid=pid, tid=tid, name=names)
         if c == _OP:
             inputs = self._inputs(args)
+            self._comms(False, args, t, d, pid, tid)
             self.cols.add(
                 c,
                 external_id=_ints([a.external_id for a in args]),
@@ -456,6 +473,12 @@ class _ChunkState:
                 cbid=cbid,
                 **base,
             )
+
+    def _comms(self, is_kernel: bool, args: list[_Args], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
+               tid: np.ndarray) -> None:
+        found = comm_columns(is_kernel, args, t, d, pid, tid, self.strings, _ints)
+        if found is not None:
+            self.cols.add(_COMMS, **found)
 
     def _inputs(self, args: list[_Args]) -> np.ndarray:
         out = np.full(len(args), -1, dtype=np.int32)
@@ -811,4 +834,6 @@ def _meta(top: dict[str, Any]) -> dict[str, Any]:
         for k in ("backend", "rank", "world_size", "nccl_version"):
             if k in dist and not isinstance(dist[k], (list, dict)):
                 meta[f"distributed.{k}"] = dist[k]
+        if isinstance(dist.get("pg_config"), list):  # not a scalar: kept off reports, read by the cluster step
+            meta["distributed.pg_config"] = dist["pg_config"]
     return meta

@@ -2,7 +2,8 @@
 
 Top-level keys: ``schema_version``, ``traceclass_version``, ``source``, ``verdict``,
 ``devices``, ``stages``, ``ops``, ``kernels``, ``kernel_families``, ``memory``,
-``step_series_steps``, ``findings``, ``opportunities``, ``hardware``,
+``step_series_steps``, ``findings``, ``opportunities``, ``idle`` (analysed time, GPU busy in it
+and its idle by cause: the shared idle attribution), ``hardware``,
 ``cpu_profile``, ``notes``, ``thresholds``. Times are integer ns (``*_ns``), sizes bytes,
 rates per second, shares percent (``*_pct``); non-finite numbers become ``null``.
 
@@ -34,7 +35,7 @@ def to_dict(report: Report) -> dict[str, Any]:
     }
     order = ["schema_version", "traceclass_version", "source", "verdict", "devices", "stages", "ops",
              "ops_total_ns", "ops_time_basis", "ops_cover", "unmodeled_ops", "kernels", "kernel_families", "memory",
-             "step_series_steps", "findings", "opportunities", "hardware", "cpu_profile", "notes",
+             "step_series_steps", "findings", "opportunities", "idle", "hardware", "cpu_profile", "notes",
              "rule_errors", "thresholds"]
     return {k: d[k] for k in order if k in d}
 

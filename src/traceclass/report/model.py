@@ -166,6 +166,21 @@ class Opportunity:
     source: str  # finding code, or "roofline" / "timeline"
     names: tuple[str, ...] = ()  # op/kernel names mentioned (rendered as code)
     overlaps: tuple[str, ...] = ()  # other findings counting the same time (not additive)
+    merged: tuple[str, ...] = ()  # other findings claiming the same idle cause, merged into this one
+    idle_cause: str | None = None  # the shared idle attribution's cause this opportunity recovers
+
+
+@dataclasses.dataclass(frozen=True)
+class IdleSummary:
+    """The analysed time and the shared idle attribution behind the verdict's headline."""
+
+    analysed_ns: int  # wall time of the steady steps (the whole trace without steps)
+    steps_count: int
+    synthetic: bool  # no steps: the whole trace is the analysed time
+    busy_ns: dict[int, int]  # per device: GPU busy inside the analysed time
+    idle_by_cause_ns: dict[int, dict[str, int]]  # per device: idle of the analysed time by cause
+    backlog_busy_ns: dict[int, int] = dataclasses.field(default_factory=dict)  # per device: busy_ns part that
+    #                                  only work queued before the profiler window covers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +206,7 @@ class Report:
     kernel_families: tuple[KernelFamilyRow, ...] = ()
     memory: tuple[MemoryRow, ...] = ()
     step_series_steps: int = 0  # steady steps behind OpRow.step_ns / KernelFamilyRow.step_ns
+    idle: IdleSummary | None = None  # analysed time, GPU busy in it and its idle by cause
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain JSON data (non-finite floats become None; findings carry their
