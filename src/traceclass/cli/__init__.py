@@ -75,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         names = [getattr(args, k, None) for k in ("trace", "input", "baseline", "candidate")]
+        names = [x for n in names for x in (n if isinstance(n, list) else [n])]
         where = " vs ".join(n for n in names if isinstance(n, str) and n)
         where = f"{where}: " if where else ""
         print(

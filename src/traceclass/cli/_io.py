@@ -89,8 +89,11 @@ def _same_file(a: str, b: str) -> bool:
 
 def refuse_overwriting_inputs(args: argparse.Namespace) -> None:
     """An output (-o, --plot) that is one of the command's inputs would destroy it: refuse."""
-    inputs = [getattr(args, k, None) for k in ("trace", "input", "baseline", "candidate", "config")]
-    inputs = [i for i in inputs if isinstance(i, str) and i and os.path.exists(i)]
+    inputs: list[str] = []
+    for k in ("trace", "input", "baseline", "candidate", "config"):
+        v = getattr(args, k, None)
+        inputs += [v] if isinstance(v, str) else [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+    inputs = [i for i in inputs if i and os.path.isfile(i)]
     for key in ("output", "plot"):
         out = getattr(args, key, None)
         if not isinstance(out, str) or not out or not os.path.exists(out):
