@@ -57,6 +57,8 @@ class AnalysisConfig:
     top_n: int = 15
     device: str | None = None  # --device NAME override
     cpu_device: str | None = None  # --cpu NAME override
+    #: --rate HZ: sampling rate of a profile whose file does not record it (collapsed, SVG)
+    sample_rate_hz: float | None = None
 
 
 _ANALYSIS_KEYS = {f.name for f in dataclasses.fields(AnalysisConfig)}
@@ -219,6 +221,8 @@ def load_config(
         for k in ("latency_floor_us", "cpu_latency_floor_us", "latency_call_us", "cpu_latency_call_us")
     ):
         raise ConfigError("warmup_steps and latency settings must be finite and >= 0, top_n > 0")
+    if acfg.sample_rate_hz is not None and not (0 < acfg.sample_rate_hz < float("inf")):
+        raise ConfigError(f"sample_rate_hz (--rate) must be a finite number > 0, got {acfg.sample_rate_hz!r}")
     return Config(analysis=acfg, rules=rules, check=check, budgets=budgets,
                   sources=tuple(sources), select=select, ignore=ignore)
 

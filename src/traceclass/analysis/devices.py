@@ -19,6 +19,7 @@ from types import MappingProxyType
 import numpy as np
 
 from traceclass import hardware
+from traceclass.hardware.identify import identify
 from traceclass.model import DeviceInfo, Trace
 
 #: ``ResolvedDevice.how`` of a partial spec built from the export alone.
@@ -46,6 +47,14 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
             continue
         spec = hardware.lookup(d.name, sm_count=d.sm_count, memory_bytes=d.memory_bytes) if d.name else None
         how = "detected" if spec is not None else "unknown"
+        if spec is None and not hardware.lookup_named(d.name):
+            # the name does not say (ROCm's "AMD Radeon Graphics"): architecture, SM/CU count and
+            # memory size from deviceProperties may; a name that does say, with figures that
+            # contradict it, is not overruled
+            found = identify(d.vendor.name.lower() if d.vendor.name in ("NVIDIA", "AMD") else "",
+                             d.compute_capability, d.sm_count, d.memory_bytes)
+            if found is not None:
+                spec, how = found.spec, found.how
         if spec is not None and d.memory_bandwidth_bps:
             spec = hardware.with_measured_bandwidth(spec, d.memory_bandwidth_bps)
             how = "detected; memory bandwidth as the export reports it"

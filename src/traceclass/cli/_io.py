@@ -137,6 +137,12 @@ class ProgressBar:
             sys.stderr.flush()
 
 
+def add_rate_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", type=float, metavar="HZ", dest="sample_rate_hz",
+                   help="sampling rate of a sampled profile whose file does not record it (collapsed "
+                        "stacks, flamegraph SVG; py-spy's default is 100): values become times")
+
+
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options that decide how a trace is analysed, shared by analyze, diff, check and baseline."""
     p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
@@ -146,6 +152,7 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="judge GPU work against this device spec (see `traceclass devices`)")
     p.add_argument("--cpu", metavar="NAME[:CORES]", dest="cpu_device",
                    help="host CPU spec for CPU-only traces, e.g. cpu-generic-avx512:16 (default: one AVX2 core)")
+    add_rate_option(p)
     p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
                    help="where the profiled program's source files are (repeatable): sampled profiles read "
                         "the calling line to tell a blocking call (sleep, lock, recv) from compute")

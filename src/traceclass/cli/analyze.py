@@ -37,13 +37,16 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--graph-capture", metavar="FILE",
+                   help="torch.profiler trace of the CUDA/HIP graph capture: maps replayed kernels to the ops "
+                        "that captured them")
     add_analysis_options(p)
     _cluster.add_options(p)
     p.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device")}
+    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device", "sample_rate_hz")}
     cfg = load_config(getattr(args, "config", None), overrides=overrides)
     sel = tuple(s.strip() for s in (getattr(args, "select", None) or "").split(",") if s.strip())
     ign = tuple(s.strip() for s in (getattr(args, "ignore", None) or "").split(",") if s.strip())
@@ -63,6 +66,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
     bar = ProgressBar(path)
     try:
         trace = load(path, progress=bar, fmt=input_format)
+        if cfg.analysis.sample_rate_hz is not None:
+            from traceclass.ingest.sampled import with_sample_rate
+
+            trace = with_sample_rate(trace, cfg.analysis.sample_rate_hz)
         if source_roots and len(trace.samples):
             from traceclass.ingest.sourcelines import attach_source_lines
 
@@ -91,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and chosen.EXTENSION == ".png":
         raise ConfigError(f"--format {chosen.NAME} writes binary PNG; give -o FILE{chosen.EXTENSION}")
     trace, analysis, report = load_and_report(args.trace, cfg, args.source_root, args.input_format)
+    if getattr(args, "graph_capture", None):
+        report = _with_capture(trace, report, args.graph_capture)
     out = chosen.render(report, cfg.analysis.top_n)
     if args.plot:
         from traceclass.render.plot import roofline_png
@@ -107,6 +116,17 @@ def run(args: argparse.Namespace) -> int:
         if any(f.severity in order[: worst + 1] for f in report.findings):
             return 1
     return 0
+
+
+def _with_capture(trace, report, path: str):  # type: ignore[no-untyped-def]
+    """The report with the capture mapping of its graph replays in the notes."""
+    import dataclasses
+
+    from traceclass import units
+    from traceclass.analysis.graph_capture_map import notes
+    from traceclass.ingest.graph_capture import read_capture
+
+    return dataclasses.replace(report, notes=report.notes + tuple(notes(trace, read_capture(path), units.duration)))
 
 
 def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]

@@ -46,7 +46,8 @@ def read_collapsed(path: str, progress: Progress = None) -> Trace:
     if head.startswith(("<?xml", "<svg", "<!doctype svg")):
         raise TraceFormatError(
             path,
-            "an SVG image (a flamegraph?), not a profile: record with py-spy --format speedscope or raw",
+            "an SVG image without flamegraph frames (<g><title>NAME (N samples, P%)</title><rect>): "
+            "not a profile",
         )
     lines = text.splitlines()
     del text

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from traceclass.errors import TraceFormatError
-from traceclass.ingest.jsonload import Container
+from traceclass.ingest.jsonload import Container, locate_bad_event, repair_utf8
 from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import Progress
@@ -142,11 +142,25 @@ def looks_like_kineto(container: Container) -> bool:
     probe = container.events[:2000]
     if not probe:
         return not container.bare
+    buf = b"[" + b",".join(probe) + b"]"
     try:
-        evs = _DECODE_EVENTS.decode(b"[" + b",".join(probe) + b"]")
+        evs = _DECODE_EVENTS.decode(buf)
     except msgspec.DecodeError:
-        return False
+        try:
+            evs = _DECODE_EVENTS.decode(repair_utf8(buf)[0])
+        except msgspec.DecodeError:
+            return False
     return any(isinstance(e.cat, str) and e.cat in KINETO_CATEGORIES for e in evs)
+
+
+def _decode_chunk(state: "_ChunkState", buf: bytes) -> list[Any]:
+    try:
+        evs = state.decoder.decode(buf)
+        state.loose = False
+    except msgspec.ValidationError:
+        evs = _DECODE_LOOSE.decode(buf)
+        state.loose = True
+    return evs
 
 
 class _Columns:
@@ -178,21 +192,26 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     events = container.events
     n_total = len(events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
+    utf8_fixed = 0
     for lo in range(0, n_total, CHUNK_EVENTS):
         chunk = events[:CHUNK_EVENTS]
         # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
         # would otherwise stay allocated until the whole file is parsed
         del events[:CHUNK_EVENTS]
         buf = b"[" + b",".join(chunk) + b"]"
-        del chunk
         try:
-            evs = state.decoder.decode(buf)
-            state.loose = False
-        except msgspec.ValidationError:
-            evs = _DECODE_LOOSE.decode(buf)
-            state.loose = True
-        except msgspec.DecodeError as exc:
-            raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
+            evs = _decode_chunk(state, buf)
+        except msgspec.DecodeError:
+            # a stray byte in a name or category: replaced, as the forgiving path does
+            buf, fixed = repair_utf8(buf)
+            try:
+                if not fixed:
+                    raise
+                evs = _decode_chunk(state, buf)
+            except msgspec.DecodeError:
+                raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
+            utf8_fixed += fixed
+        del chunk
         state.process(evs, buf)
         del evs, buf
         if progress is not None:
@@ -212,6 +231,9 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     notes = []
     if container.repaired:
         notes.append(f"input repaired: {container.repaired}")
+    if utf8_fixed:
+        notes.append(f"input repaired: {utf8_fixed:,} invalid UTF-8 byte{'s' if utf8_fixed != 1 else ''} "
+                     "in event strings replaced by U+FFFD")
     for cat, label in (
         ("cuda_profiler_range", "CUPTI range-profiler counter events"),
         ("gpu_user_annotation", "GPU-side annotation spans (stages are projected from launches instead)"),
