@@ -16,6 +16,8 @@ import dataclasses
 import math
 from types import MappingProxyType
 
+import numpy as np
+
 from traceclass import hardware
 from traceclass.hardware.identify import identify
 from traceclass.model import DeviceInfo, Trace
@@ -100,3 +102,13 @@ def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
         sm_count=d.sm_count,
         memory_gb=d.memory_bytes / 2**30 if d.memory_bytes else None,
     )
+
+
+def modal_device(devices: np.ndarray) -> int:
+    """The device most of these GPU rows ran on; -1 (unknown) counts as a value like any
+    other, so rows whose export names no device (an nsys export without ``deviceId``, a Kineto
+    kernel without ``pid``) never break the count, and -1 when there are no rows."""
+    if len(devices) == 0:
+        return -1
+    values, counts = np.unique(np.asarray(devices, dtype=np.int64), return_counts=True)
+    return int(values[int(np.argmax(counts))])

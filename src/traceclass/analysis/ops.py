@@ -32,6 +32,7 @@ from traceclass import costmodel
 from traceclass import timeline as tl
 from traceclass.analysis import roof_choice
 from traceclass.analysis.backlog import backlog_mask
+from traceclass.analysis.devices import modal_device
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
 from traceclass.analysis.op_costs import estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
@@ -195,7 +196,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices.get(k, np.zeros(0, np.int64))
             sel = row_slices.get(k, np.zeros(0, np.int64))
-            dev = int(np.bincount(gpu.device[sel]).argmax()) if len(sel) else -1
+            dev = modal_device(gpu.device[sel])
             groups.append(_op_group(env, nc, ic, leaf, members, owner_time, sel, dev))
             members_of.append((members, sel))
     orphan = use & (g_owner < 0)
@@ -381,7 +382,7 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
     n = len(sel)
     count = len(np.unique(gpu.api[sel])) if kind == "graph" else n
     family = _dominant_family(env, sel)
-    dev = int(np.bincount(gpu.device[sel]).argmax())
+    dev = modal_device(gpu.device[sel])
     per = total / max(count, 1)
     nbytes = None
     precision = ""

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from traceclass.cli._io import ProgressBar, add_rate_option, write_atomic
+from traceclass.cli._io import ProgressBar, _same_file, add_rate_option, write_atomic
 from traceclass.errors import ConfigError
 
 COMMAND = "export"
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from traceclass.ingest import load
 
     out = args.output or default_output(args.input)
-    if os.path.abspath(out) == os.path.abspath(args.input):
+    if os.path.exists(out) and _same_file(out, args.input):
         raise ConfigError(f"{out}: refusing to overwrite the input file")
     bar = ProgressBar(args.input)
     try:

@@ -242,10 +242,10 @@ def run_from_report(report: Report) -> Run:
 
 def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
     """Rebuild a :class:`Run` from a saved report; malformed input raises TraceFormatError."""
-    report, cpu = report_from_dict(d, path)
     try:
+        report, cpu = report_from_dict(d, path)
         return Run(report, _cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise TraceFormatError(path, f"not a usable traceclass JSON report ({what})") from None
 

@@ -126,7 +126,7 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
         text = data.decode("utf-8", errors="replace")
         notes.append("invalid UTF-8 replaced")
     try:
-        obj = json.loads(text, strict=False, parse_constant=lambda _c: None)
+        obj = json.loads(text, strict=False, parse_constant=lambda _c: None, parse_int=parse_int)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         if exc.pos >= len(text.rstrip()) - 1:
@@ -185,6 +185,14 @@ def locate_bad_event(container: Container, events: list[msgspec.Raw]) -> str:
 
 
 _INT64_MAX = (1 << 63) - 1
+
+
+def parse_int(text: str) -> int:
+    """JSON integer text -> int, never meeting Python's int-string limit (4,300 digits): longer
+    texts become 2**64 with their sign (:func:`_sanitize` folds every big value into int64)."""
+    if len(text) > 4000:
+        return -(1 << 64) if text.startswith("-") else 1 << 64
+    return int(text)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -335,7 +335,11 @@ def _sampled(
     is_pseudo = pseudo[flat]
     flat_f, lengths_f = strip_frames(frame_map[flat], lengths, is_pseudo)
     leaf_unique = insert_stacks(trie, flat_f, lengths_f)
-    weight_ns = np.rint(weights * scale).astype(np.int64)
+    with np.errstate(over="ignore"):
+        scaled = np.rint(weights * scale)
+    if len(scaled) and not float(np.max(scaled)) < 2.0**62:  # also inf: a finite weight times the unit
+        raise TraceFormatError(path, f"{label}: sample weight out of range (beyond 2^62 ns)")
+    weight_ns = scaled.astype(np.int64)
     thread = np.full(n, row, dtype=np.int64)
     samples = run_length_samples(thread, leaf_unique[codes], weight_ns)
     return samples, set(np.unique(weight_ns[weight_ns > 0]).tolist())

@@ -18,12 +18,23 @@ _BACKTICKS = re.compile(r"`+")
 _BIDI = re.compile(r"[\u202a-\u202e\u2066-\u2069]")  # direction overrides can disguise text
 
 
+#: the most characters even a "whole" name or message shows (``limit=None``): real names and
+#: messages stay far below; a hostile 10 MB name is cut at a boundary (JSON keeps it whole)
+WHOLE_LIMIT = 1900
+
+
 def clean(text: str, limit: int | None = None) -> str:
-    """One line, no control or bidi-override characters, optionally truncated."""
-    s = _CONTROL.sub(" ", str(text))
+    """One line, no control or bidi-override characters, truncated at ``limit`` (at most
+    :data:`WHOLE_LIMIT`) at a word or identifier boundary."""
+    s = str(text)
+    limit = WHOLE_LIMIT if limit is None else min(limit, WHOLE_LIMIT)
+    # cut first, with room for whitespace the join below collapses: a 10 MB name is
+    # shown as its first ``limit`` characters either way, without three passes over it
+    s = s[: max(8 * limit, 4096)]
+    s = _CONTROL.sub(" ", s)
     s = _BIDI.sub("", s)
     s = " ".join(s.split())
-    if limit is not None and len(s) > limit:
+    if len(s) > limit:
         s = shorten(s, limit)
     return s
 
