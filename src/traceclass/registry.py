@@ -4,16 +4,22 @@ A rule module is named ``tc<NNN>_<slug>.py`` and defines ``RULE`` and ``check``;
 thresholds are declared in ``RULE.thresholds`` (``rules/thresholds.toml`` is generated from
 them by :func:`thresholds_toml`). Discovery checks that the file name matches the code and the
 slug, and that codes are unique.
+
+The cluster rules (TC8nn, :mod:`traceclass.cluster.rules`) need two or more ranks, so the
+per-trace engine never runs them; :func:`catalogue` adds them to what the catalogue, ``explain``,
+the generated files and the config's threshold checks see.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
 import re
 from functools import lru_cache
 from types import ModuleType
+from typing import Any, Callable
 
 from traceclass.errors import ConfigError, RuleError
 from traceclass.rule import RuleInfo
@@ -25,9 +31,13 @@ _MODULE = re.compile(r"^tc(\d{3})_([a-z0-9_]+)$")
 class LoadedRule:
     info: RuleInfo
     module: ModuleType
+    check: Callable[..., Any] | None = None  # a cluster rule's function (per-trace rules: module.check)
+    cluster: bool = False  # needs two or more ranks: run by the cluster report only
 
     @property
     def doc(self) -> str:
+        if self.check is not None:
+            return inspect.getdoc(self.check) or ""
         return (self.module.__doc__ or "").strip()
 
 
@@ -53,6 +63,22 @@ def all_rules() -> tuple[LoadedRule, ...]:
     return tuple(found[c] for c in sorted(found))
 
 
+@lru_cache(maxsize=1)
+def cluster_rules() -> tuple[LoadedRule, ...]:
+    """The cluster rules, in code order."""
+    mod = importlib.import_module("traceclass.cluster.rules")
+    return tuple(LoadedRule(info, mod, check, cluster=True) for info, check in mod.CLUSTER_RULES)
+
+
+def catalogue() -> tuple[LoadedRule, ...]:
+    """Every rule: the per-trace ones, then the cluster ones."""
+    rules = all_rules() + cluster_rules()
+    codes = [r.info.code for r in rules]
+    if len(codes) != len(set(codes)):
+        raise RuleError(f"duplicate rule code among {', '.join(codes)}")
+    return rules
+
+
 def selected(select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> tuple[LoadedRule, ...]:
     """Rules whose code or name matches a ``select`` prefix (all if empty) and no ``ignore`` prefix."""
 
@@ -68,7 +94,7 @@ def selected(select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> tupl
 
 def find(code_or_name: str) -> LoadedRule:
     key = code_or_name.strip()
-    for r in all_rules():
+    for r in catalogue():
         if r.info.code == key.upper() or r.info.name == key:
             return r
     raise ConfigError(f"unknown rule {key!r} (see `traceclass rules`)")
@@ -76,7 +102,7 @@ def find(code_or_name: str) -> LoadedRule:
 
 def default_thresholds() -> dict[str, dict[str, object]]:
     """Rule code -> threshold name -> default, as the rules declare them."""
-    return {r.info.code: r.info.defaults() for r in all_rules() if r.info.thresholds}
+    return {r.info.code: r.info.defaults() for r in catalogue() if r.info.thresholds}
 
 
 TOML_HEAD = """\
@@ -93,10 +119,11 @@ def thresholds_toml() -> str:
     import textwrap
 
     out = [TOML_HEAD]
-    for r in all_rules():
+    for r in catalogue():
         if not r.info.thresholds:
             continue
-        out.append(f"\n[{r.info.code}]  # {r.info.name}\n")
+        scope = " (cluster rule: two or more ranks)" if r.cluster else ""
+        out.append(f"\n[{r.info.code}]  # {r.info.name}{scope}\n")
         for t in r.info.thresholds:
             note = textwrap.wrap(f"{t.name} ({t.unit}): {t.reason}", 98)
             out += [f"# {line}\n" for line in note]

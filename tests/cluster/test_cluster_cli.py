@@ -108,3 +108,28 @@ def test_recorded_gloo_set_verdict(capsys):
     ranks = {x["rank"]: x for x in r["ranks"]}
     assert ranks[1]["times_last"] == 18 and ranks[2]["compute_ns"] > 3 * ranks[0]["compute_ns"]
     assert {f["code"] for f in r["findings"]} == {"TC801", "TC803"}
+
+
+def test_config_overrides_reach_cluster_rules(rank_dir, tmp_path, capsys):
+    _, base = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1"])
+    assert "TC801" in {f["code"] for f in base["findings"]}
+    blame = next(r["blame_pct"] for r in base["ranks"] if r["rank"] == 1)
+    cfg = tmp_path / "tc.toml"
+    cfg.write_text(f"[tool.traceclass.rules.TC801]\nmin_blame_pct = {blame + 0.5}\n", encoding="utf-8")
+    _, off = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1", "--config", str(cfg)])
+    assert off["verdict"]["stragglers"] == [] and "TC801" not in {f["code"] for f in off["findings"]}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tool.traceclass.rules.TC801]\nalpha = 0.05\n", encoding="utf-8")
+    assert main(["analyze", str(rank_dir), "--format", "json", "--jobs", "1", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown threshold TC801.alpha; known: max_p_value, min_blame_pct" in err and "Traceback" not in err
+
+
+def test_rules_and_explain_list_the_cluster_rules(capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("TC801"))
+    assert "collective-straggler" in line and "[cluster: 2+ ranks]" in line
+    assert main(["explain", "TC803"]) == 0
+    out = capsys.readouterr().out
+    assert "compute-imbalance" in out and "min_modified_z = 3.5 (ratio)" in out

@@ -81,3 +81,73 @@ def test_unreachable_scheduler_exits_2(capsys, tmp_path, monkeypatch):
     write_set(Plan(world=2, steps=2), tmp_path / "r")
     assert main(["analyze", str(tmp_path / "r"), "--scheduler", "tcp://127.0.0.1:9"]) == 2
     assert "Dask scheduler" in capsys.readouterr().err
+
+
+def test_memory_plan_without_and_with_a_memory_resource(tmp_path):
+    from traceclass.cluster.engine import MEMORY_RESOURCE, dask_memory_plan, task_memory_bytes
+
+    big = tmp_path / "rank0.json"
+    big.write_bytes(b" " * 3_000_000)  # 3 MB: 40 + 7 x 3 = 61 MB
+    small = tmp_path / "rank1.tcsum.json"
+    small.write_text("{}")
+    paths = [str(big), str(small)]
+    assert [task_memory_bytes(p) for p in paths] == [61_000_000, 40_000_000]
+    # no MEMORY resource: unrestricted, a note only when a trace exceeds the smallest memory_limit
+    res, notes = dask_memory_plan(paths, {"a": {"memory_limit": 50_000_000, "resources": {}},
+                                          "b": {"memory_limit": 8_000_000_000, "resources": {}}})
+    assert res == [None, None]
+    assert notes == ["the largest trace needs about 61 MB per task; the smallest Dask worker allows 50 MB "
+                     "(start workers with --resources MEMORY=<bytes> to schedule by memory)"]
+    assert dask_memory_plan(paths, {"a": {"memory_limit": 0, "resources": {}}}) == ([None, None], [])
+    # declared: each task asks for its estimate, capped at the largest declaration
+    res, notes = dask_memory_plan(paths, {"a": {"resources": {MEMORY_RESOURCE: 50e6}},
+                                          "b": {"resources": {MEMORY_RESOURCE: 45e6}}})
+    assert res == [{MEMORY_RESOURCE: 50e6}, {MEMORY_RESOURCE: 40e6}]
+    assert notes == ["1 of 2 Dask tasks need about 61 MB, more than the largest worker MEMORY resource (50 MB): "
+                     "each runs alone on such a worker"]
+
+
+def _tasks_per_worker(client) -> dict[str, int]:
+    """Worker name -> distinct summarize_path tasks in its transition log."""
+    ran = client.run(lambda dask_worker: (str(dask_worker.name), len({str(e[0]) for e in dask_worker.state.log
+                                                                      if "summarize_path" in str(e[0])})))
+    return dict(ran.values())
+
+
+def test_tasks_go_only_to_workers_with_a_memory_resource(dask_cluster, tmp_path, capsys):
+    """A second worker declares MEMORY smaller than one task's estimate: every task runs there (one
+    at a time, capped at its declaration), none on the worker without the resource, and the
+    report equals the local one apart from the scheduling notes."""
+    from distributed import Client
+
+    from traceclass.cluster.engine import task_memory_bytes
+
+    sched_file, _ = dask_cluster
+    paths = write_set(Plan(world=3, steps=4), tmp_path / "r")
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    mem = subprocess.Popen([str(DASK), "worker", "--scheduler-file", str(sched_file), "--nthreads", "2",
+                            "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1", "--name", "memw",
+                            "--resources", "MEMORY=30e6"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        with Client(scheduler_file=str(sched_file), timeout="60s") as c:
+            c.wait_for_workers(2, timeout=120)
+            before = _tasks_per_worker(c)
+        assert main(["analyze", str(tmp_path / "r"), "--format", "json", "--jobs", "1"]) == 0
+        local = json.loads(capsys.readouterr().out)
+        assert main(["analyze", str(tmp_path / "r"), "--format", "json", "--scheduler-file", str(sched_file)]) == 0
+        by_dask = json.loads(capsys.readouterr().out)
+        need = max(task_memory_bytes(str(p)) for p in paths)
+        assert by_dask["notes"][:2] == [
+            f"3 of 3 Dask tasks need about {need / 1e6:.3g} MB, more than the largest worker MEMORY resource (30 MB): "
+            "each runs alone on such a worker",
+            "1 of 2 Dask workers declare no MEMORY resource and get no tasks"]
+        assert {**by_dask, "notes": by_dask["notes"][2:]} == local
+        with Client(scheduler_file=str(sched_file), timeout="60s") as c:
+            after = _tasks_per_worker(c)
+        assert {w: after[w] - before.get(w, 0) for w in after} == {w: 3 if w == "memw" else 0 for w in after}
+    finally:
+        mem.terminate()
+        try:
+            mem.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            mem.kill()

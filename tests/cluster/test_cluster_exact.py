@@ -7,6 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
+from traceclass import units
+
 from nccl_ranks import AG_IN_NELEMS, AR_NELEMS, STEP_NS, Plan, write_set
 from traceclass.cluster.engine import run_local
 from traceclass.cluster.report import build
@@ -140,3 +142,30 @@ def test_modified_z_and_binomial():
     z = modified_z(np.array([1.0, 2.0, 3.0, 4.0, 100.0]))
     assert z[-1] == pytest.approx((100 - 3) / (1.4826 * 1.0))
     assert modified_z(np.array([5.0, 5.0, 5.0])).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_threshold_overrides_reach_the_cluster_rules(seq_report, tmp_path):
+    """[tool.traceclass.rules.TC80n] values move the cluster verdicts and findings exactly."""
+    r, _ = seq_report
+    sums_dir = tmp_path / "set"
+    sums = run_local([str(p) for p in write_set(_plan(), sums_dir)], jobs=1)
+    ranks = {row["rank"]: row for row in r["ranks"]}
+    pct2 = ranks[2]["blame_pct"]
+    z5 = 996_500 / (1.4826 * 2_500)
+    # just above rank 2's blame and rank 5's z: no straggler, no imbalance; busbw cut at 13 %:
+    # only the all-gather (56/450 = 12.4 %) stays under it, the all-reduce (15.6 %) is fine
+    off = build(sums, thresholds={"TC801": {"min_blame_pct": pct2 + 0.01}, "TC803": {"min_modified_z": z5 + 1},
+                                  "TC802": {"min_busbw_pct": 13.0}})
+    assert off["verdict"]["stragglers"] == [] and off["verdict"]["imbalanced_ranks"] == []
+    codes = sorted(x["code"] for x in off["findings"])
+    assert codes == ["TC802"]
+    assert off["findings"][0]["values"]["busbw_pct"] == round(100 * 56 / 450, 3)
+    assert "threshold 13%" in off["findings"][0]["message"]
+    # just at rank 2's blame: still a straggler, the message shows the user's threshold
+    on = build(sums, thresholds={"TC801": {"min_blame_pct": pct2 - 0.01}})
+    assert [s["rank"] for s in on["verdict"]["stragglers"]] == [2]
+    f801 = next(x for x in on["findings"] if x["code"] == "TC801")
+    assert f"(threshold {units.pct(pct2 - 0.01, None)})" in f801["message"]
+    # a Bonferroni level so strict that 9 of 18 at p = 1/8 is not enough
+    strict = build(sums, thresholds={"TC801": {"max_p_value": ranks[2]["p_value"] * 8 / 2}})
+    assert strict["verdict"]["stragglers"] == []

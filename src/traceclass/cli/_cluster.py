@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise TraceclassError(f"{errors[0]}{more}")
-    report = build(summaries, link_gbps=args.link_gbps, select=cfg.select, ignore=cfg.ignore)
+    report = build(summaries, link_gbps=args.link_gbps, select=cfg.select, ignore=cfg.ignore, thresholds=cfg.rules)
     report["notes"] = notes + report["notes"]
     out = render_json(report) if fmt == "json" else render_markdown(report, issue=fmt == "issue")
     if args.output:

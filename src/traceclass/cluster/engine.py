@@ -9,6 +9,12 @@ Local workers: ``--jobs N``, else min(cores, files, available memory / (peak RSS
 the peak RSS per trace estimated as ``RSS_BASE_MB + RSS_PER_TRACE_MB`` x the largest file's size
 in MB (measured with ``benchmarks/bench_cluster.py``; gzip files are counted at
 ``GZIP_RATIO`` x their size).
+
+Dask: each task is submitted with that estimate (bytes) as its ``MEMORY`` resource when the
+workers declare one (``dask worker --resources MEMORY=<bytes>``): the scheduler then runs at
+once on a worker only the tasks whose estimates fit its declared memory. Without the resource,
+Dask cannot honour a per-task memory need; the report notes when the largest estimate exceeds
+the smallest worker's ``memory_limit``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from traceclass.errors import TraceclassError, TraceFormatError
+from traceclass import units
 
 #: peak RSS of one summarize call = base + per-MB x the uncompressed trace size: 55 MB for a
 #: 2.4 MB and 133 MB for a 14.1 MB generated rank trace (bench_cluster.py's generator, measured
@@ -31,6 +38,8 @@ RSS_PER_TRACE_MB = 7.0
 #: uncompressed / gzip size: 18.4-20.3 on the bundled gloo set; the upper end, to be safe
 GZIP_RATIO = 20.0
 SUMMARY_SUFFIX = ".tcsum.json"
+#: the Dask worker resource that carries memory (bytes), as in Dask's own resources example
+MEMORY_RESOURCE = "MEMORY"
 #: how long to try reaching a Dask scheduler
 CONNECT_TIMEOUT = "30s"
 
@@ -114,6 +123,41 @@ def estimated_rss_mb(path: str) -> float:
     return RSS_BASE_MB + RSS_PER_TRACE_MB * size
 
 
+def task_memory_bytes(path: str) -> int:
+    """Estimated peak RSS of :func:`summarize_path` on ``path``: a summary file costs the base only."""
+    return int((RSS_BASE_MB if is_summary(path) else estimated_rss_mb(path)) * 1e6)
+
+
+def dask_memory_plan(paths: Sequence[str], workers: dict[str, dict[str, Any]]
+                     ) -> tuple[list[dict[str, float] | None], list[str]]:
+    """Per path, the Dask ``resources`` to submit its task with (None: unrestricted), and notes.
+    ``workers``: ``Client.scheduler_info()["workers"]``. Workers that declare a ``MEMORY``
+    resource get each task's estimate as its need (capped at the largest declaration, so a task
+    too big for every worker still runs, alone, on the largest one, with a note); otherwise no
+    restriction and a note when the largest estimate exceeds the smallest ``memory_limit``."""
+    need = [task_memory_bytes(p) for p in paths]
+    notes: list[str] = []
+    declared = [float((w.get("resources") or {}).get(MEMORY_RESOURCE) or 0) for w in workers.values()]
+    with_mem = [d for d in declared if d > 0]
+    if with_mem:
+        top = max(with_mem)
+        over = [n for n in need if n > top]
+        if over:
+            notes.append(f"{len(over)} of {len(need)} Dask tasks need about {units.size(max(over))}, more than the largest "
+                         f"worker {MEMORY_RESOURCE} resource ({units.size(top)}): each runs alone on such a worker")
+        if len(with_mem) < len(declared):
+            notes.append(f"{len(declared) - len(with_mem)} of {len(declared)} Dask workers declare no "
+                         f"{MEMORY_RESOURCE} resource and get no tasks")
+        return [{MEMORY_RESOURCE: float(min(n, top))} for n in need], notes
+    limits = [w.get("memory_limit") or 0 for w in workers.values()]
+    traces = [n for p, n in zip(paths, need) if not is_summary(p)]
+    if traces and limits and min(limits) > 0 and max(traces) > min(limits):
+        notes.append(f"the largest trace needs about {units.size(max(traces))} per task; the smallest Dask worker "
+                     f"allows {units.size(min(limits))} (start workers with --resources {MEMORY_RESOURCE}=<bytes> "
+                     f"to schedule by memory)")
+    return [None] * len(paths), notes
+
+
 def available_memory_mb() -> float | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -174,24 +218,19 @@ def run_dask(paths: Sequence[str], config: Any = None, address: str | None = Non
         from distributed import Client
     except ImportError:
         raise TraceclassError("--scheduler needs Dask: pip install 'traceclass[dask]'") from None
-    notes = []
+    notes: list[str] = []
     try:
         client = Client(address=address, scheduler_file=scheduler_file, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:
         raise TraceclassError(f"cannot reach the Dask scheduler {address or scheduler_file}: {exc}") from None
     try:
-        workers = client.scheduler_info().get("workers", {})
-        limits = [w.get("memory_limit") or 0 for w in workers.values()]
-        traces = [p for p in paths if not is_summary(p)]
-        if traces and limits and min(limits) > 0:
-            need = max(estimated_rss_mb(p) for p in traces) * 1e6
-            if need > min(limits):
-                notes.append(f"the largest trace needs about {need / 1e9:.1f} GB per task; the smallest Dask worker "
-                             f"allows {min(limits) / 1e9:.1f} GB")
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
         paths = [os.path.abspath(p) for p in paths]
+        resources, notes = dask_memory_plan(paths, workers)
         from distributed import as_completed
 
-        futs = client.map(summarize_path, paths, config=config, per_rank_dir=per_rank_dir, pure=False)
+        futs = [client.submit(summarize_path, p, config=config, per_rank_dir=per_rank_dir, pure=False, resources=res)
+                for p, res in zip(paths, resources)]
         index = {f.key: k for k, f in enumerate(futs)}
         results: list[dict[str, Any] | None] = [None] * len(futs)
         for fut in as_completed(futs):  # compact each summary as it arrives

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -44,8 +44,11 @@ def _med(v: Sequence[float]) -> float:
 
 
 def build(summaries: Sequence[dict[str, Any]], link_gbps: float | None = None,
-          select: Sequence[str] = (), ignore: Sequence[str] = ()) -> dict[str, Any]:
-    """The cluster report of ``summaries`` (one per input file, any order)."""
+          select: Sequence[str] = (), ignore: Sequence[str] = (),
+          thresholds: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The cluster report of ``summaries`` (one per input file, any order). ``thresholds``: rule
+    code -> threshold overrides (``Config.rules``); the cluster rules' declared defaults fill the rest."""
+    th = {info.code: {**info.defaults(), **dict((thresholds or {}).get(info.code, {}))} for info, _ in CLUSTER_RULES}
     files = [s["file"] for s in summaries]
     ids = [Identity(s.get("rank"), s.get("rank_source", ""), s.get("world_size"), s.get("job", "")) for s in summaries]
     rs = rank_set(files, ids)
@@ -66,7 +69,8 @@ def build(summaries: Sequence[dict[str, Any]], link_gbps: float | None = None,
     times = align(sums, m)
     st = instance_stats(sums, m, times)
     table = collective_table(m, st, ranks)
-    verdict = judge(sums, m, st)
+    verdict = judge(sums, m, st, alpha=th["TC801"]["max_p_value"], min_blame_pct=th["TC801"]["min_blame_pct"],
+                    z_imbalance=th["TC803"]["min_modified_z"])
     notes += m.notes
     if not times.anchored:
         notes.append("not every rank has baseTimeNanoseconds: clocks compared in the traces' own time")
@@ -110,7 +114,7 @@ def build(summaries: Sequence[dict[str, Any]], link_gbps: float | None = None,
             continue
         if any(info.code.startswith(x) for x in ignore):
             continue
-        findings += check(ctx)
+        findings += check(ctx, th[info.code])
     findings.sort(key=lambda f: (-f.recoverable_ns, f.code))
     merged = merge_findings(sums)
     dur = np.where(st.use[:, None] & times.present, times.end - times.start, 0)

@@ -1,20 +1,23 @@
 """Cluster rules: findings that only a set of ranks can show. The per-trace rule engine
 (``rules/``) sees one trace, so these live here; they follow the same conventions (code, typed
 thresholds, What it finds / Why it matters / How to fix / Example / Thresholds, the measured value
-next to the threshold in the message) and return :class:`traceclass.rule.Finding`. Severity is
+next to the threshold in the message) and return :class:`traceclass.rule.Finding`. Their
+thresholds are declared in ``RuleInfo.thresholds``; :mod:`traceclass.registry` lists them in the
+catalogue (``traceclass rules``, ``explain``, ``rules/thresholds.toml``) and the config accepts
+``[tool.traceclass.rules.TC8nn]`` overrides, which :func:`traceclass.cluster.report.build` applies.
+Severity is
 :func:`traceclass.rule.severity_for` of the recoverable time per step against the step P50, with
 the shared floors.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from traceclass import units
-from traceclass.rule import HIGH_MIN_NS, MEDIUM_MIN_NS, Evidence, Finding, RuleInfo, severity_for
+from traceclass.rule import HIGH_MIN_NS, MEDIUM_MIN_NS, Evidence, Finding, RuleInfo, Threshold, severity_for
 
 
 def _severity(recoverable_ns: float, step_ns: float) -> str:
@@ -22,25 +25,43 @@ def _severity(recoverable_ns: float, step_ns: float) -> str:
                         zero="info")
 
 
-@dataclasses.dataclass(frozen=True)
-class StragglerThresholds:
-    alpha: float = 0.01  # binomial test level, divided by the number of ranks
-    min_blame_pct: float = 5.0  # blame per step / step P50
+TC801 = RuleInfo(
+    "TC801", "collective-straggler", "communication", "a rank arrives last at collectives and the others wait",
+    thresholds=(
+        Threshold("max_p_value", 0.01, "ratio",
+                  "binomial-test level over all ranks together: each rank is tested at max_p_value / ranks "
+                  "(Bonferroni), so a rank that is last by chance is not blamed in large jobs"),
+        Threshold("min_blame_pct", 5.0, "%",
+                  "blame per step against the step P50 below which being last costs too little to report "
+                  "(the issue's 5 %; HTA reports k ranks with no threshold at all)"),
+    ),
+)
 
 
-def tc801_collective_straggler(c: Any, th: StragglerThresholds = StragglerThresholds()) -> list[Finding]:
+def tc801_collective_straggler(c: Any, th: Mapping[str, Any]) -> list[Finding]:
     """TC801 collective-straggler: one rank makes the others wait in collectives.
 
-    What it finds: a rank that starts collectives last clearly more often than 1/n (binomial test,
-    p < alpha / ranks) and whose blame (latest start - second-latest start, summed over the
-    collectives it was last in) is at least ``min_blame_pct`` % of the step; the cause is named
-    from its per-step compute, data-loading and other (host) time against its peers.
-    Why it matters: every other rank of the group idles inside the collective for that long, each step.
-    How to fix: look at what the rank does before the collective (the cause): balance the work
-    (compute), prefetch with more DataLoader workers (data loading), move host work (logging,
-    checkpoint I/O, Python bookkeeping) off the step or onto every rank equally (host work).
-    Example: rank 2 of 4 is last in 16 of 18 all-reduces (expected 4.5, p = 1e-9), 31 % of the step.
-    Thresholds: alpha = 0.01 (Bonferroni over ranks); min_blame_pct = 5.
+    What it finds
+        A rank that starts collectives last clearly more often than 1/n (binomial test,
+        p < ``max_p_value`` / ranks) and whose blame (latest start - second-latest start, summed over
+        the collectives it was last in) is at least ``min_blame_pct`` % of the step; the cause is named
+        from its per-step compute, data-loading and other (host) time against its peers. A cluster
+        rule: it needs two or more ranks (``traceclass analyze DIR``).
+
+    Why it matters
+        Every other rank of the group idles inside the collective for that long, each step.
+
+    How to fix
+        Look at what the rank does before the collective (the cause): balance the work (compute),
+        prefetch with more DataLoader workers (data loading), move host work (logging, checkpoint
+        I/O, Python bookkeeping) off the step or onto every rank equally (host work).
+
+    Example
+        Rank 2 of 4 is last in 16 of 18 all-reduces (expected 4.5, p = 1e-9), 31 % of the step.
+
+    Thresholds
+        Declared with their defaults, units and reasons in ``TC801.thresholds``
+        (``traceclass explain TC801``); the straggler verdict of the cluster report uses the same ones.
     """
     v = c.verdict
     out = []
@@ -50,9 +71,9 @@ def tc801_collective_straggler(c: Any, th: StragglerThresholds = StragglerThresh
         out.append(Finding(
             code="TC801", name="collective-straggler", severity=_severity(per_step, v.step_p50_ns),
             message=(f"rank {rank} starts collectives last in {int(v.times_last[r])} of {int(v.instances[r])} "
-                     f"(expected {v.expected_last[r]:.1f}, p = {v.p_value[r]:.2g} < {th.alpha / len(c.ranks):.2g}); "
+                     f"(expected {v.expected_last[r]:.1f}, p = {v.p_value[r]:.2g} < {th['max_p_value'] / len(c.ranks):.2g}); "
                      f"blame {units.duration(per_step)} per step = {units.pct(v.blame_pct[r])} of the step "
-                     f"(threshold {units.pct(th.min_blame_pct, None)}); cause: {v.cause[r]}"),
+                     f"(threshold {units.pct(th['min_blame_pct'], None)}); cause: {v.cause[r]}"),
             title=f"Find what makes rank {rank} arrive last at collectives ({v.cause[r]})",
             recoverable_ns=int(per_step),
             estimate="blame per step: what the other ranks wait for this rank alone in each step",
@@ -74,25 +95,42 @@ _FIX = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class BusBandwidthThresholds:
-    min_busbw_pct: float = 40.0  # of the link peak
-    min_bytes: int = 1 << 20  # smaller messages are latency-bound: not judged
+TC802 = RuleInfo(
+    "TC802", "low-bus-bandwidth", "communication", "collectives move data far below the link peak",
+    thresholds=(
+        Threshold("min_busbw_pct", 40.0, "%",
+                  "median bus bandwidth against the link peak below which the transfers are judged slow; "
+                  "large NCCL all-reduces reach 70-90 % of NVLink in nccl-tests, so under 40 % is well off"),
+        Threshold("min_bytes", 1 << 20, "bytes",
+                  "smaller messages are latency-bound (nccl-tests' busbw curves flatten from about 1 MiB): "
+                  "not judged"),
+    ),
+)
 
 
-def tc802_low_bus_bandwidth(c: Any, th: BusBandwidthThresholds = BusBandwidthThresholds()) -> list[Finding]:
+def tc802_low_bus_bandwidth(c: Any, th: Mapping[str, Any]) -> list[Finding]:
     """TC802 low-bus-bandwidth: collectives that move data well below the link's peak.
 
-    What it finds: collective kinds (name x group x size x dtype) of at least ``min_bytes`` whose
-    median bus bandwidth (nccl-tests' busbw, from the transfer time: the last arriver's duration)
-    is under ``min_busbw_pct`` % of the link peak.
-    Why it matters: once waiting is taken out, what remains is the network; at a fraction of the
-    peak the transfers themselves cost steps.
-    How to fix: check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), bucket
-    small collectives together (DDP bucket_cap_mb, FSDP), use bf16 gradients, check NIC/GPU affinity.
-    Example: all_reduce 64 MB bf16 busbw 41 GB/s = 9 % of 450 GB/s NVLink.
-    Thresholds: min_busbw_pct = 40; min_bytes = 1 MiB. Needs a link peak (the GPU's datasheet
-    NVLink figure or ``--link-gbps``); without one the rule reports nothing.
+    What it finds
+        Collective kinds (name x group x size x dtype) of at least ``min_bytes`` whose median bus
+        bandwidth (nccl-tests' busbw, from the transfer time: the last arriver's duration) is under
+        ``min_busbw_pct`` % of the link peak. A cluster rule: it needs two or more ranks.
+
+    Why it matters
+        Once waiting is taken out, what remains is the network; at a fraction of the peak the
+        transfers themselves cost steps.
+
+    How to fix
+        Check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), bucket small
+        collectives together (DDP bucket_cap_mb, FSDP), use bf16 gradients, check NIC/GPU affinity.
+
+    Example
+        all_reduce 64 MB bf16 busbw 41 GB/s = 9 % of 450 GB/s NVLink.
+
+    Thresholds
+        Declared with their defaults, units and reasons in ``TC802.thresholds``
+        (``traceclass explain TC802``). Needs a link peak (the GPU's datasheet NVLink figure or
+        ``--link-gbps``); without one the rule reports nothing.
     """
     out: list[Finding] = []
     peak = c.link_peak_gbps
@@ -100,17 +138,17 @@ def tc802_low_bus_bandwidth(c: Any, th: BusBandwidthThresholds = BusBandwidthThr
         return out
     for row in c.table:
         bus = row["busbw_p50_gbps"]
-        if bus is None or row["bytes"] < th.min_bytes or row["name"] in ("send", "recv", "send_recv"):
+        if bus is None or row["bytes"] < th["min_bytes"] or row["name"] in ("send", "recv", "send_recv"):
             continue
         pct = 100.0 * bus / peak
-        if pct >= th.min_busbw_pct:
+        if pct >= th["min_busbw_pct"]:
             continue
         per_step = row["total_transfer_ns"] * (1 - pct / 100.0) / max(c.verdict.steps_with_collectives, 1)
         out.append(Finding(
             code="TC802", name="low-bus-bandwidth", severity=_severity(per_step, c.verdict.step_p50_ns),
             message=(f"{row['name']} {units.size(row['bytes'])} {row['dtype']}: busbw P50 {units.byte_rate(bus * 1e9)} = "
                      f"{units.pct(pct)} of the {units.byte_rate(peak * 1e9)} link peak (threshold "
-                     f"{units.pct(th.min_busbw_pct, None)})"),
+                     f"{units.pct(th['min_busbw_pct'], None)})"),
             title=f"Raise the bus bandwidth of {row['name']} ({units.size(row['bytes'])})",
             recoverable_ns=int(per_step),
             estimate="transfer time per step beyond what the link peak would take",
@@ -121,32 +159,47 @@ def tc802_low_bus_bandwidth(c: Any, th: BusBandwidthThresholds = BusBandwidthThr
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class ImbalanceThresholds:
-    z: float = 3.5  # modified z-score (Iglewicz and Hoaglin's outlier cut)
+TC803 = RuleInfo(
+    "TC803", "compute-imbalance", "compute", "one rank computes clearly longer per step than the others",
+    thresholds=(
+        Threshold("min_modified_z", 3.5, "ratio",
+                  "modified z-score (x - median) / (1.4826 MAD) from which a rank's compute is an outlier: "
+                  "Iglewicz and Hoaglin's cut, robust to the outlier itself"),
+    ),
+)
 
 
-def tc803_compute_imbalance(c: Any, th: ImbalanceThresholds = ImbalanceThresholds()) -> list[Finding]:
+def tc803_compute_imbalance(c: Any, th: Mapping[str, Any]) -> list[Finding]:
     """TC803 compute-imbalance: a rank computes clearly longer per step than the others.
 
-    What it finds: ranks whose median per-step compute time has a modified z-score
-    (x - median) / (1.4826 MAD) of at least ``z`` against all ranks.
-    Why it matters: in synchronous training every rank waits at the next collective for the
-    slowest; the excess is lost on all the others.
-    How to fix: even out the work: shard sizes, padding/bucketing by sequence length, MoE
-    capacity, pipeline stage split; check the rank's GPU clocks and thermals.
-    Example: rank 3 computes 41.2 ms per step against a median of 30.1 ms (z = 12.4).
-    Thresholds: z = 3.5.
+    What it finds
+        Ranks whose median per-step compute time has a modified z-score (x - median) / (1.4826 MAD)
+        of at least ``min_modified_z`` against all ranks. A cluster rule: it needs two or more ranks.
+
+    Why it matters
+        In synchronous training every rank waits at the next collective for the slowest; the
+        excess is lost on all the others.
+
+    How to fix
+        Even out the work: shard sizes, padding/bucketing by sequence length, MoE capacity,
+        pipeline stage split; check the rank's GPU clocks and thermals.
+
+    Example
+        Rank 3 computes 41.2 ms per step against a median of 30.1 ms (z = 12.4).
+
+    Thresholds
+        Declared with their defaults, units and reasons in ``TC803.thresholds``
+        (``traceclass explain TC803``); the imbalanced ranks of the cluster verdict use the same cut.
     """
     v = c.verdict
     med = float(np.median(v.compute_ns)) if len(v.compute_ns) else 0.0
     out = []
-    for r in np.flatnonzero(v.z >= th.z).tolist():
+    for r in np.flatnonzero(v.z >= th["min_modified_z"]).tolist():
         excess = float(v.compute_ns[r] - med)
         out.append(Finding(
             code="TC803", name="compute-imbalance", severity=_severity(excess, v.step_p50_ns),
             message=(f"rank {c.ranks[r]} computes {units.duration(float(v.compute_ns[r]))} per step against a median of "
-                     f"{units.duration(med)} (modified z = {v.z[r]:.1f} >= {th.z:g})"),
+                     f"{units.duration(med)} (modified z = {v.z[r]:.1f} >= {th['min_modified_z']:g})"),
             title=f"Even out the work of rank {c.ranks[r]} with the other ranks",
             recoverable_ns=int(excess), estimate="compute per step beyond the median rank's",
             fix="even out the work across ranks (shards, sequence-length bucketing, MoE capacity, stage split)",
@@ -156,11 +209,8 @@ def tc803_compute_imbalance(c: Any, th: ImbalanceThresholds = ImbalanceThreshold
     return out
 
 
-CLUSTER_RULES: Sequence[tuple[RuleInfo, Callable[..., list[Finding]]]] = (
-    (RuleInfo("TC801", "collective-straggler", "communication", "a rank arrives last at collectives and the others wait"),
-     tc801_collective_straggler),
-    (RuleInfo("TC802", "low-bus-bandwidth", "communication", "collectives move data far below the link peak"),
-     tc802_low_bus_bandwidth),
-    (RuleInfo("TC803", "compute-imbalance", "compute", "one rank computes clearly longer per step than the others"),
-     tc803_compute_imbalance),
+CLUSTER_RULES: Sequence[tuple[RuleInfo, Callable[[Any, Mapping[str, Any]], list[Finding]]]] = (
+    (TC801, tc801_collective_straggler),
+    (TC802, tc802_low_bus_bandwidth),
+    (TC803, tc803_compute_imbalance),
 )

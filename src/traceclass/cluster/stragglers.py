@@ -89,7 +89,10 @@ def _median(v: Sequence[float]) -> float:
     return float(np.median(v)) if len(v) else 0.0
 
 
-def judge(summaries: Sequence[dict[str, Any]], m: Matched, st: InstanceStats) -> RankVerdict:
+def judge(summaries: Sequence[dict[str, Any]], m: Matched, st: InstanceStats, alpha: float = ALPHA,
+          min_blame_pct: float = MIN_BLAME_PCT, z_imbalance: float = Z_IMBALANCE) -> RankVerdict:
+    """Per-rank verdicts; the cuts are TC801's ``max_p_value``/``min_blame_pct`` and TC803's
+    ``min_modified_z`` (defaults here, user values through :func:`traceclass.cluster.report.build`)."""
     R = len(summaries)
     timed = st.use & ~m.p2p
     present = (m.rows >= 0) & timed[:, None]
@@ -112,7 +115,7 @@ def judge(summaries: Sequence[dict[str, Any]], m: Matched, st: InstanceStats) ->
     n_steps = max(len(steps_seen), 1)
     step_p50 = _median([_median(s["steps"]["wall_ns"]) for s in summaries if len(s["steps"]["wall_ns"])])
     blame_pct = 100.0 * (blame / n_steps) / step_p50 if step_p50 > 0 else np.zeros(R)
-    straggler = (pvals < ALPHA / max(R, 1)) & (blame_pct >= MIN_BLAME_PCT)
+    straggler = (pvals < alpha / max(R, 1)) & (blame_pct >= min_blame_pct)
     med = {k: np.array([_median(s["steps"][k]) for s in summaries]) for k in ("compute_ns", "data_ns", "other_ns")}
     causes, excesses = [], []
     for r in range(R):
@@ -126,4 +129,4 @@ def judge(summaries: Sequence[dict[str, Any]], m: Matched, st: InstanceStats) ->
                       ("unknown" if straggler[r] else ""))
     z = modified_z(med["compute_ns"])
     return RankVerdict(times_last, inst, expected, pvals, score, blame, blame_pct, straggler, causes, excesses,
-                       med["compute_ns"], z, z >= Z_IMBALANCE, step_p50, len(steps_seen))
+                       med["compute_ns"], z, z >= z_imbalance, step_p50, len(steps_seen))
