@@ -17,6 +17,7 @@ from traceclass.registry import selected
 from traceclass.report.build import build_report
 from traceclass.report.model import Report
 from traceclass.rule import SEVERITIES, Context, Finding
+from traceclass.timings import stage
 
 
 def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = False) -> tuple[list[Finding], list[str]]:
@@ -26,10 +27,11 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
     for rule in selected(config.select, config.ignore):
         th = MappingProxyType(dict(config.rules.get(rule.info.code, {})))
         try:
-            for f in rule.module.check(ctx, th):
-                if f.severity not in SEVERITIES:
-                    raise ValueError(f"severity {f.severity!r} not in {SEVERITIES}")
-                findings.append(f)
+            with stage(f"rule {rule.info.code}"):
+                for f in rule.module.check(ctx, th):
+                    if f.severity not in SEVERITIES:
+                        raise ValueError(f"severity {f.severity!r} not in {SEVERITIES}")
+                    findings.append(f)
         except Exception as exc:  # noqa: BLE001 - one failing rule must not sink the report
             if strict:
                 raise
@@ -42,9 +44,12 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
 
 def run(trace: Trace, config: Config | None = None, strict: bool = False) -> tuple[Analysis, Report]:
     cfg = config or load_config()
-    analysis = analyze(trace, cfg.analysis)
+    with stage("analyses"):
+        analysis = analyze(trace, cfg.analysis)
     findings, errors = run_rules(trace, analysis, cfg, strict=strict)
-    return analysis, build_report(trace, analysis, findings, cfg, errors)
+    with stage("report"):
+        report = build_report(trace, analysis, findings, cfg, errors)
+    return analysis, report
 
 
 __all__: Sequence[str] = ("run", "run_rules")

@@ -10,6 +10,7 @@ from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
 from traceclass.ingest import FORMATS
 from traceclass.render.renderers import RENDERERS
+from traceclass.timings import stage
 
 COMMAND = "analyze"
 HELP = "analyze a trace and print the bottleneck report"
@@ -59,7 +60,8 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
     bar = ProgressBar(path)
     try:
-        trace = load(path, progress=bar, fmt=input_format)
+        with stage("read"):
+            trace = load(path, progress=bar, fmt=input_format)
         if source_roots and len(trace.samples):
             from traceclass.ingest.sourcelines import attach_source_lines
 
@@ -84,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and chosen.EXTENSION == ".png":
         raise ConfigError(f"--format {chosen.NAME} writes binary PNG; give -o FILE{chosen.EXTENSION}")
     trace, analysis, report = load_and_report(args.trace, cfg, args.source_root, args.input_format)
-    out = chosen.render(report, cfg.analysis.top_n)
+    with stage("render"):
+        out = chosen.render(report, cfg.analysis.top_n)
     if args.plot:
         from traceclass.render.plot import roofline_png
 

@@ -41,6 +41,7 @@ from traceclass.model import (
 from traceclass.model.api_names import CBID_NAMES, api_kind, strip_version
 from traceclass.model.link import link
 from traceclass.model.names import annotation_kind, short_kernel_name
+from traceclass.timings import stage
 
 CHUNK_EVENTS = 100_000
 #: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
@@ -265,7 +266,8 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     )
     if progress is not None:
         progress("linking", 0, 1)
-    return link(trace)
+    with stage("link"):
+        return link(trace)
 
 
 class _ChunkState:
