@@ -39,10 +39,11 @@ from traceclass.analysis.data_loading import DEFAULT_PATTERN as DEFAULT_DATA_PAT
 
 from traceclass import timeline as tl
 from traceclass.analysis import Analysis
+from traceclass.analysis.per_trace import per_trace
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, ApiKind, CopyKind, GpuKind, MemKind, Trace
 from traceclass.model.enums import BLOCKING_API_KINDS
-from traceclass.model.nesting import ancestors_until, group_ids, innermost_containing, lookup2
+from traceclass.model.nesting import ContainmentIndex, ancestors_until, group_ids, lookup2
 from traceclass.model.strings import StringTable
 
 #: GPU-side gap between two kernels that were already queued (what remains after graph replay
@@ -583,8 +584,9 @@ def stage_rows(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) ->
     sel = np.flatnonzero(np.isin(ann.kind, _STAGE_KINDS))
     if len(sel) == 0 or len(t) == 0:
         return np.full(len(t), -1, dtype=np.int64)
-    hit = innermost_containing(ann.pid[sel], ann.tid[sel], ann.start_ns[sel], ann.end_ns[sel], ann.depth[sel],
-                               pid, tid, t)
+    index = per_trace(trace, "stage_index", lambda: ContainmentIndex(
+        ann.pid[sel], ann.tid[sel], ann.start_ns[sel], ann.end_ns[sel], ann.depth[sel]))
+    hit = index.query(pid, tid, t)
     return np.where(hit >= 0, sel[np.maximum(hit, 0)], -1)
 
 
