@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import msgspec
 import numpy as np
@@ -170,30 +170,34 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     counts: dict[str, int] = {}
     thread_names: dict[tuple[int, int], str] = {}
     window: list[tuple[int, int]] = []
-    events = container.events
-    n_total = len(events)
+    n_total = len(container.events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
-    for lo in range(0, n_total, CHUNK_EVENTS):
-        chunk = events[:CHUNK_EVENTS]
-        # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
-        # would otherwise stay allocated until the whole file is parsed
-        del events[:CHUNK_EVENTS]
-        buf = b"[" + b",".join(chunk) + b"]"
-        del chunk
-        try:
-            evs = state.decoder.decode(buf)
-            state.loose = False
-        except msgspec.ValidationError:
-            evs = _DECODE_LOOSE.decode(buf)
-            state.loose = True
-        except msgspec.DecodeError as exc:
-            raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
-        state.process(evs, buf)
-        del evs, buf
-        if progress is not None:
-            progress("parsing", min(lo + CHUNK_EVENTS, n_total), n_total)
-    del events
-    container.events = []
+    lo = 0
+    for events in _runs(container):
+        while events:
+            chunk = events[:CHUNK_EVENTS]
+            # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
+            # would otherwise stay allocated until the whole file is parsed
+            del events[:CHUNK_EVENTS]
+            buf = b"[" + b",".join(chunk) + b"]"
+            n_chunk = len(chunk)
+            del chunk
+            try:
+                evs = state.decoder.decode(buf)
+                state.loose = False
+            except msgspec.ValidationError:
+                evs = _DECODE_LOOSE.decode(buf)
+                state.loose = True
+            except msgspec.DecodeError as exc:
+                raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
+            state.process(evs, buf)
+            del evs, buf
+            lo += n_chunk
+            n_total = max(n_total, lo)
+            if progress is not None:
+                progress("parsing", lo, n_total)
+        del events
+    data_size = container.size or data_size
 
     ops = _build_ops(cols.get(_OP))
     ann = _build_annotations(cols.get(_ANN), strings)
@@ -268,6 +272,14 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         progress("linking", 0, 1)
     with stage("link"):
         return link(trace)
+
+
+def _runs(container: Container) -> Iterator[list[msgspec.Raw]]:
+    """The container's raw events in runs: all of them, or (streamed) one block at a time."""
+    first, container.events = container.events, []
+    yield first
+    if container.rest is not None:
+        yield from container.rest
 
 
 class _ChunkState:
