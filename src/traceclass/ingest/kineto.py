@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Iterator, Optional
 
 import msgspec
@@ -127,6 +129,7 @@ _CATEGORY = {
     "cpu_instant_event": _MEM,
     "Trace": _SPAN,
 }
+_GET_PH, _GET_CAT, _GET_NAME = attrgetter("ph"), attrgetter("cat"), attrgetter("name")
 KINETO_CATEGORIES = frozenset(_CATEGORY) | {"ac2g", "fwdbwd", "gpu_user_annotation", "overhead"}
 
 
@@ -172,6 +175,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     window: list[tuple[int, int]] = []
     n_total = len(container.events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
+    state.probe_timestamps(container.events[:1000])
     lo = 0
     for events in _runs(container):
         while events:
@@ -294,6 +298,20 @@ class _ChunkState:
         self.decoder = _DECODE_EVENTS
         self.loose = False
 
+    def probe_timestamps(self, sample: list[msgspec.Raw]) -> None:
+        """Choose the decoder from the first events: epoch-us files get ``ts`` as text from
+        the first chunk on, sparing the first chunk a second decode for its timestamps."""
+        try:
+            evs = _DECODE_LOOSE.decode(b"[" + b",".join(sample) + b"]")
+        except msgspec.DecodeError:
+            return
+        ts = _floats([e.ts for e in evs])
+        finite = np.isfinite(ts) & (np.abs(ts) < _MAX_US)
+        if finite.any():
+            self.exact_ts = bool(np.abs(ts[finite]).max() >= EXACT_TS_LIMIT_US)
+            if self.exact_ts:
+                self.decoder = _DECODE_RAWTS
+
     def process(self, evs: list[Any], buf: bytes) -> None:
         n = len(evs)
         if n == 0:
@@ -326,11 +344,12 @@ class _ChunkState:
 
     def _categories(self, evs: list[Any]) -> np.ndarray:
         """Category code per event, and counts of what is skipped (flows, unknown categories)."""
-        phs = [e.ph for e in evs]
-        cats = [e.cat for e in evs]
+        # map over C callables: no Python frame per event
+        phs = list(map(_GET_PH, evs))
+        cats = list(map(_GET_CAT, evs))
         try:
-            ph = np.array([_PHASE.get(p, 0) for p in phs], dtype=np.int8)
-            cat = np.array([_CATEGORY.get(c, -1) for c in cats], dtype=np.int8)
+            ph = np.array(list(map(_PHASE.get, phs, repeat(0, len(phs)))), dtype=np.int8)
+            cat = np.array(list(map(_CATEGORY.get, cats, repeat(-1, len(cats)))), dtype=np.int8)
         except TypeError:  # an unhashable ph/cat in a hostile file
             ph = np.array([_PHASE.get(p, 0) if isinstance(p, str) else 0 for p in phs], dtype=np.int8)
             cat = np.array([_CATEGORY.get(c, -1) if isinstance(c, str) else -1 for c in cats], dtype=np.int8)
@@ -410,7 +429,10 @@ class _ChunkState:
         )
 
     def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray) -> None:
-        names = self.strings.intern_many([_str(e.name) for e in sub])
+        names = list(map(_GET_NAME, sub))
+        if not all(map(str.__instancecheck__, names)):
+            names = [_str(v) for v in names]
+        names = self.strings.intern_many(names)
         if self.loose:
             args = [_args(e.args) for e in sub]
         else:
@@ -533,14 +555,15 @@ def _ints(values: list[Any], fill: int = -1) -> np.ndarray:
     nones = values.count(None)
     if nones == n:
         return np.full(n, fill, dtype=np.int64)
-    if nones == 0:
+    if set(map(type, values)) <= _INT_OR_NONE:  # the usual case, converted in C
         try:
-            arr = np.array(values)
-            if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
-                return arr.astype(np.int64)
-        except (TypeError, ValueError, OverflowError):
+            return np.array(values if nones == 0 else [fill if v is None else v for v in values], dtype=np.int64)
+        except OverflowError:
             pass
     return np.array([_int_or(v, fill) for v in values], dtype=np.int64)
+
+
+_INT_OR_NONE = {int, type(None)}
 
 
 def _int_or(v: Any, fill: int) -> int:
