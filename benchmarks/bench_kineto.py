@@ -19,7 +19,8 @@ alternating which of the two goes first:
   markdown): wall time from before the CLI import to exit, peak RSS, and the stage times it
   prints with ``TRACECLASS_TIMINGS=1``.
 
-The table shows best and median seconds, the ratio of the medians (target <= 0.5x), peak RSS
+The table shows best and median wall seconds, the ratio of the medians (target <= 0.5x), the
+same ratio in CPU seconds (user + sys of the process: steadier on a shared machine), peak RSS
 over file size, and the RSS above what analyzing the smallest bundled sample needs, over file
 size (target <= 2x). ``--stages`` adds the median time of every stage per source. HTA and
 TraceLens run on the same files when importable, else the table says "not installed".
@@ -139,19 +140,19 @@ def _peak():
 _JSON_LOAD = """
 import json, sys, time
 _PEAK_
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "rb") as fh:
     d = json.load(fh)
-print(time.perf_counter() - t, _peak())
+print(time.perf_counter() - t, time.process_time() - c, _peak())
 """
 
 _ANALYZE = """
 import sys, time
 _PEAK_
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 from traceclass.cli import main
 rc = main(['analyze', sys.argv[1], '-o', '/dev/null'])
-print(time.perf_counter() - t, _peak())
+print(time.perf_counter() - t, time.process_time() - c, _peak())
 sys.exit(rc)
 """
 
@@ -166,7 +167,7 @@ a = TraceAnalysis(trace_dir=d)
 a.get_temporal_breakdown(visualize=False)
 a.get_idle_time_breakdown(visualize=False)
 shutil.rmtree(d)
-print(time.perf_counter() - t, _peak())
+print(time.perf_counter() - t, time.process_time(), _peak())
 """
 
 _TRACELENS = """
@@ -176,7 +177,7 @@ t = time.perf_counter()
 from TraceLens import TreePerfAnalyzer
 a = TreePerfAnalyzer.from_file(sys.argv[1])
 a.get_df_gpu_timeline()
-print(time.perf_counter() - t, _peak())
+print(time.perf_counter() - t, time.process_time(), _peak())
 """
 
 _JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_JSON_LOAD, _ANALYZE, _HTA, _TRACELENS))
@@ -184,8 +185,8 @@ _JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_
 PEERS = {"HTA": ("hta", _HTA), "TraceLens": ("TraceLens", _TRACELENS)}
 
 
-def child(code: str, path: Path, timings: bool = False) -> tuple[float, int, dict[str, float]]:
-    """(seconds, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
+def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, int, dict[str, float]]:
+    """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
     env = dict(os.environ)
     # as an installed package runs: with compiled bytecode (this sandbox sets the variable,
     # which makes every run recompile all of traceclass, ~0.25 s)
@@ -195,13 +196,14 @@ def child(code: str, path: Path, timings: bool = False) -> tuple[float, int, dic
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"failed ({proc.returncode}) on {path.name}: {proc.stderr.strip()[-400:]}")
-    secs, rss = proc.stdout.split()[-2:]
+    secs, cpu, rss = proc.stdout.split()[-3:]
     stages: dict[str, float] = {}
     for line in proc.stderr.splitlines():
         if line.startswith("timing "):
-            name, _, val = line[7:].rpartition(" ")
+            name, val, _, mb = line[7:].rsplit(" ", 3)
             stages[name] = stages.get(name, 0.0) + float(val)
-    return float(secs), int(rss), stages
+            stages["peak MB after " + name] = float(mb)
+    return float(secs), float(cpu), int(rss), stages
 
 
 def importable(module: str) -> bool:
@@ -214,25 +216,25 @@ def _med(xs: Iterable[float]) -> float:
 
 
 def bench(path: Path, repeat: int, peers: dict[str, str]) -> dict[str, Any]:
-    jl: list[tuple[float, int]] = []
-    an: list[tuple[float, int, dict[str, float]]] = []
+    jl: list[tuple[float, float, int, dict[str, float]]] = []
+    an: list[tuple[float, float, int, dict[str, float]]] = []
     for r in range(repeat):
         order = ("json", "analyze") if r % 2 == 0 else ("analyze", "json")
         for what in order:
             if what == "json":
-                jl.append(child(_JSON_LOAD, path)[:2])
+                jl.append(child(_JSON_LOAD, path))
             else:
                 an.append(child(_ANALYZE, path, timings=True))
-    stage_names = list(an[0][2])
+    stage_names = list(an[0][3])
     res: dict[str, Any] = {
-        "json": [t for t, _ in jl], "json_rss": max(r for _, r in jl),
-        "analyze": [t for t, _, _ in an], "analyze_rss": max(r for _, r, _ in an),
-        "stages": {s: _med(a[2].get(s, 0.0) for a in an) for s in stage_names},
+        "json": [x[0] for x in jl], "json_cpu": [x[1] for x in jl], "json_rss": max(x[2] for x in jl),
+        "analyze": [x[0] for x in an], "analyze_cpu": [x[1] for x in an], "analyze_rss": max(x[2] for x in an),
+        "stages": {s: _med(a[3].get(s, 0.0) for a in an) for s in stage_names},
         "peers": {},
     }
     for name, code in peers.items():
         try:
-            t, rss, _ = child(code, path)
+            t, _, rss, _ = child(code, path)
             res["peers"][name] = f"{t:.2f} s ({t / _med(res['analyze']):.1f}x traceclass)"
         except RuntimeError as exc:
             res["peers"][name] = f"failed: {str(exc)[-120:]}"
@@ -257,10 +259,12 @@ def _stream(args: argparse.Namespace, tmp: Path) -> None:
     del trace
     print(f"built {path.name}: {raw / 1e9:.2f} GB uncompressed ({path.stat().st_size / 1e9:.2f} GB on disk), "
           f"{n:,} events, {copies} copies of {SOURCES['v100'].name}, in {time.perf_counter() - t:.0f} s", flush=True)
-    secs, rss, stages = child(_ANALYZE, path, timings=True)
-    print(f"traceclass analyze: {secs:.1f} s, peak RSS {rss / 1e9:.2f} GB ({rss / raw:.2f}x the uncompressed "
+    secs, cpu, rss, stages = child(_ANALYZE, path, timings=True)
+    print(f"traceclass analyze: {secs:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss / 1e9:.2f} GB ({rss / raw:.2f}x the uncompressed "
           f"size; target <= 4 GB for 10 GB)")
-    print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+    print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if not k.startswith("peak")))
+    print("peak RSS (MB) after: " + ", ".join(f"{k[14:]} {v:.0f}" for k, v in stages.items()
+                                             if k.startswith("peak MB after ") and not k.startswith("peak MB after rule ")))
 
 
 def main() -> None:
@@ -289,8 +293,11 @@ def main() -> None:
                 peers[name] = code
             else:
                 print(f"{name}: not installed")
-        _, base_rss, _ = child(_ANALYZE, SMALLEST_SAMPLE)
-        base_rss = min(base_rss, child(_ANALYZE, SMALLEST_SAMPLE)[1])
+        smallest = [child(_ANALYZE, SMALLEST_SAMPLE) for _ in range(3)]
+        base_rss = min(x[2] for x in smallest)
+        print(f"smallest sample: analyze wall {min(x[0] for x in smallest):.2f} s best / "
+              f"{_med(x[0] for x in smallest):.2f} s median, CPU {_med(x[1] for x in smallest):.2f} s median "
+              f"(target <= 0.4 s wall)")
         print(f"baseline: peak RSS analyzing the smallest sample ({SMALLEST_SAMPLE.name}) "
               f"{base_rss / 1e6:.0f} MB", flush=True)
         rows = []
@@ -305,7 +312,7 @@ def main() -> None:
                 jm, am = _med(res["json"]), _med(res["analyze"])
                 print(f"{key:7s} {size / 1e6:7.1f} MB  {n:>10,} events ({copies} cop{'y' if copies == 1 else 'ies'})"
                       f"  analyze {min(res['analyze']):6.2f}/{am:6.2f} s  json.load {min(res['json']):6.2f}/"
-                      f"{jm:6.2f} s  ratio {am / jm:4.2f}x  peak RSS {res['analyze_rss'] / size:5.2f}x file  "
+                      f"{jm:6.2f} s  ratio {am / jm:4.2f}x (CPU {_med(res['analyze_cpu']) / _med(res['json_cpu']):4.2f}x)  peak RSS {res['analyze_rss'] / size:5.2f}x file  "
                       f"above baseline {(res['analyze_rss'] - base_rss) / size:5.2f}x file  "
                       f"(json.load {res['json_rss'] / size:4.2f}x)", flush=True)
                 if args.stages:
@@ -313,19 +320,23 @@ def main() -> None:
                     rules = sum(v for k, v in st.items() if k.startswith("rule "))
                     other = am - sum(st.get(k, 0.0) for k in ("read", "analyses", "report", "render")) - rules
                     print("        stages (median s): imports+startup ~" + f"{other:.2f}, " + ", ".join(
-                        f"{k} {v:.3f}" for k, v in st.items() if v >= 0.0005), flush=True)
+                        f"{k} {v:.3f}" for k, v in st.items() if v >= 0.0005 and not k.startswith("peak")), flush=True)
+                    print("        peak RSS (MB) after: " + ", ".join(
+                        f"{k[14:]} {v:.0f}" for k, v in st.items() if k.startswith("peak MB after ")
+                        and not k.startswith("peak MB after rule ")), flush=True)
                 path.unlink()
         print()
         print(f"| source | size MB | events | analyze s (best / median) | json.load s (best / median) "
-              f"| ratio (medians) | peak RSS / file | RSS above baseline / file | json.load RSS / file |"
+              f"| ratio (medians) | CPU ratio (medians) | peak RSS / file | RSS above baseline / file | json.load RSS / file |"
               + "".join(f" {p} |" for p in PEERS))
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---|" * len(PEERS))
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---|" * len(PEERS))
         for key, size, copies, n, res in rows:
             jm, am = _med(res["json"]), _med(res["analyze"])
             label = key if copies == 1 else f"{key} x{copies}"
             peer_cells = "".join(f" {res['peers'].get(p, 'not installed')} |" for p in PEERS)
             print(f"| {label} | {size / 1e6:.1f} | {n:,} | {min(res['analyze']):.2f} / {am:.2f} | "
-                  f"{min(res['json']):.2f} / {jm:.2f} | {am / jm:.2f}x | {res['analyze_rss'] / size:.2f}x | "
+                  f"{min(res['json']):.2f} / {jm:.2f} | {am / jm:.2f}x | "
+                  f"{_med(res['analyze_cpu']) / _med(res['json_cpu']):.2f}x | {res['analyze_rss'] / size:.2f}x | "
                   f"{(res['analyze_rss'] - base_rss) / size:.2f}x | {res['json_rss'] / size:.2f}x |{peer_cells}")
         load = os.getloadavg()
         print(f"\nload average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; repeats: {args.repeat}")

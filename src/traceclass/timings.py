@@ -1,7 +1,7 @@
 """Stage timings for benchmarks: ``TRACECLASS_TIMINGS=1 traceclass analyze ...``.
 
 With the variable set, each :func:`stage` (read, link, analyses, each rule, report, render)
-prints ``timing <stage> <seconds>`` to stderr when it ends, so ``benchmarks/bench_kineto.py``
+prints ``timing <stage> <seconds> peak_rss_mb <MB>`` to stderr when it ends, so ``benchmarks/bench_kineto.py``
 can show where the time goes. Unset, a stage costs one context-manager call.
 """
 
@@ -25,4 +25,16 @@ def stage(name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        print(f"timing {name} {time.perf_counter() - t:.6f}", file=sys.stderr, flush=True)
+        print(f"timing {name} {time.perf_counter() - t:.6f} peak_rss_mb {_peak_mb():.0f}", file=sys.stderr, flush=True)
+
+
+def _peak_mb() -> float:
+    """Peak resident memory so far (VmHWM), MB; 0 where /proc is not available."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

@@ -23,7 +23,7 @@ from traceclass.ingest.jsonload import Container
 from traceclass.ingest.source import GZIP_MAGIC, GZIP_RATIO_GRACE, MAX_GZIP_RATIO
 
 #: Bytes read (decompressed) per block.
-BLOCK = 32 << 20
+BLOCK = 16 << 20
 #: The ``traceEvents`` key must start within this many bytes.
 HEAD_LIMIT = 64 << 20
 #: Plain files above this size are streamed (gzip files above a 16th of it).

@@ -45,7 +45,7 @@ from traceclass.model.link import link
 from traceclass.model.names import annotation_kind, short_kernel_name
 from traceclass.timings import stage
 
-CHUNK_EVENTS = 100_000
+CHUNK_EVENTS = 25_000
 #: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
 EXACT_TS_LIMIT_US = float(1 << 43)
 #: |ts| or dur beyond this (us) cannot be int64 nanoseconds: such values are not times
@@ -159,10 +159,17 @@ class _Columns:
             d.setdefault(k, []).append(v)
 
     def get(self, cat: int) -> dict[str, np.ndarray]:
-        d = self.parts.get(cat)
+        """The category's columns, each joined once; its chunks are released as they are
+        joined, so the columns are never held twice."""
+        d = self.parts.pop(cat, None)
         if not d:
             return {}
-        return {k: np.concatenate(v) for k, v in d.items()}
+        out = {}
+        for k in list(d):
+            pieces = d.pop(k)
+            out[k] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            del pieces
+        return out
 
 
 def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None) -> Trace:
