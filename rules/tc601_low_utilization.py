@@ -101,8 +101,9 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
+        index = _WindowIndex(trace, dev, ev)
         for w in windows:
-            _explain(ctx, th, w, gaps, causes, ev)
+            _explain(ctx, th, w, gaps, causes, ev, index)
         yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
 
 
@@ -141,8 +142,35 @@ def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps, analysed: np.nd
     return out
 
 
+class _WindowIndex:
+    """A device's GPU rows by start time and its waits by wait time, so each window finds its
+    own by binary search instead of scanning the whole trace (windows grow with the trace too)."""
+
+    def __init__(self, trace: Any, device: int, ev: gg.SyncEvents) -> None:
+        rows = gg.device_rows(trace, device)
+        order = np.argsort(trace.gpu.start_ns[rows], kind="stable")
+        self.rows = rows[order]
+        self.starts = trace.gpu.start_ns[self.rows]
+        waits = np.flatnonzero(ev.device == device)
+        order = np.argsort(ev.wait_ns[waits], kind="stable")
+        self.waits = waits[order]
+        self.wait_ns = ev.wait_ns[self.waits]
+        self.end_ns = ev.end_ns[self.waits]
+        self.longest = int((self.end_ns - self.wait_ns).max()) if len(self.waits) else 0
+
+    def gpu_rows(self, s: int, e: int) -> np.ndarray:
+        """Rows starting in [s, e), in start order."""
+        return self.rows[np.searchsorted(self.starts, s, side="left"):np.searchsorted(self.starts, e, side="left")]
+
+    def waits_in(self, s: int, e: int) -> np.ndarray:
+        """Waits overlapping (s, e): wait_ns < e and end_ns > s, in row order."""
+        lo = int(np.searchsorted(self.wait_ns, s - self.longest, side="left"))
+        hi = int(np.searchsorted(self.wait_ns, e, side="left"))
+        return np.sort(self.waits[lo:hi][self.end_ns[lo:hi] > s])
+
+
 def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Gaps, causes: gg.GapCauses,
-             ev: gg.SyncEvents) -> None:
+             ev: gg.SyncEvents, index: _WindowIndex) -> None:
     trace = ctx.trace
     gpu = trace.gpu
     s, e = w["start"], w["end"]
@@ -162,11 +190,10 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
 
     launch = causes.cause[lo:hi] == gg.LAUNCH_OVERHEAD
     between_short = int(clipped[launch & is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])].sum())
-    rows = gg.device_rows(trace, gaps.device)
-    rows = rows[(gpu.start_ns[rows] >= s) & (gpu.start_ns[rows] < e)]
+    rows = index.gpu_rows(s, e)
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
-    waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
+    waits = index.waits_in(s, e)
     w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
