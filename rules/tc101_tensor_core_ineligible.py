@@ -31,14 +31,7 @@ Example
     the 19.5 TFLOP/s fp32 one it takes 1.25 ms: 8.75 ms recoverable.
 
 Thresholds
-    ``min_recoverable_us`` (100): a finding needs at least this much recoverable time in the
-    trace: below 0.1 ms a precision change is not worth its numerical risk. ``min_recoverable_pct``
-    (1.0): ... and at least 1 % of the analysed time (wall time of the steady-state steps, the
-    whole trace without steps; what severity is measured against): a smaller gain is below the
-    spread between steady steps (0.4-2.3 % in the corpus training traces). ``align_bytes`` (16):
-    the alignment cuBLAS/cuDNN
-    tensor-core kernels want for leading dimensions (NVIDIA's Matrix Multiplication Performance
-    Guide: multiples of 8 fp16 / 16 int8 elements, i.e. 16 bytes).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC101``).
 """
 
 from __future__ import annotations
@@ -50,13 +43,25 @@ import numpy as np
 from traceclass.analysis import tensor_cores as tc
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family="compute",
+RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family=Family.COMPUTE,
                 summary="fp32 or misaligned matmuls/convolutions that miss the GPU's tensor cores",
-                needs=("gpu", "shapes"))
+                needs=(Need.GPU, Need.SHAPES),
+                thresholds=(
+                    Threshold('min_recoverable_us', 100, 'us',
+                              'a finding needs at least this much recoverable time in the trace: below 0.1 ms a '
+                              'precision change is not worth its numerical risk.'),
+                    Threshold('min_recoverable_pct', 1.0, '%',
+                              '... and at least 1 % of the analysed time (wall time of the steady-state steps, the '
+                              'whole trace without steps; what severity is measured against): a smaller gain is below '
+                              'the spread between steady steps (0.4-2.3 % in the corpus training traces).'),
+                    Threshold('align_bytes', 16, 'bytes',
+                              "the alignment cuBLAS/cuDNN tensor-core kernels want for leading dimensions (NVIDIA's "
+                              'Matrix Multiplication Performance Guide: multiples of 8 fp16 / 16 int8 elements, i.e. 16 '
+                              'bytes).'),
+                ))
 
-MAX_EVIDENCE = 50
 _REASON = {tc.FP32: "fp32 matmuls/convolutions off the tensor cores",
            tc.MISALIGNED: "matmuls/convolutions with misaligned dimensions"}
 
@@ -111,7 +116,7 @@ def _finding(ctx: Context, reason: int, dev: int, tag: str, items: list[tc.Candi
                               else None, source=src, values=i.values)
                      for i, src in zip(items[:MAX_EVIDENCE], sources_text))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=estimate, fix=fix, location=f"{_REASON[reason]}: {worst}{tag}", evidence=evidence,
         values={"op_groups_count": len(items), "time_ns": time, "recoverable_ns": total, "analysed_ns": ctx.analysed_ns,
                 "target_precision": target if reason == tc.FP32 else None,

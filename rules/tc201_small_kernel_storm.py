@@ -1,81 +1,51 @@
 """Small-kernel storm: many tiny kernels in a row, with the GPU idle more than busy between them.
 
 What it finds
--------------
-Runs of consecutive kernels and memsets on one device (time order across streams) that each
-run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, launched in one step,
-with no idle stretch longer than ``max_gap_us`` between consecutive starts, in which the GPU
-is busy less than ``max_busy_pct`` of the run's window (busy = union of all work on the
-device, copies and long kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
-graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
-launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
-and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
-``max_sequence_kernels_count`` kernels) as fusion candidates. Storms are grouped per device and
-user stage (innermost ``record_function``/NVTX range around the launches).
+    Runs of consecutive kernels and memsets on one device (time order across streams) that each
+    run shorter than ``max_kernel_us``, at least ``min_kernels_count`` long, launched in one step,
+    with no idle stretch longer than ``max_gap_us`` between consecutive starts, in which the GPU
+    is busy less than ``max_busy_pct`` of the run's window (busy = union of all work on the
+    device, copies and long kernels on other streams included). Kernels replayed by a CUDA/HIP graph launch never count:
+    graph replay removes launch gaps by design. Per storm: window, kernel count, busy share,
+    launch-bound time (idle inside the window), the ops that launched the kernels (with counts)
+    and the most frequent kernel-name sequences (n-grams of ``min_sequence_kernels_count`` to
+    ``max_sequence_kernels_count`` kernels) as fusion candidates. Storms are grouped per device and
+    user stage (innermost ``record_function``/NVTX range around the launches).
 
-CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
-thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
-*host-side op storm*, where per-op dispatch and the Python between ops are the whole cost
-(there is no busy-share condition: an op shorter than the dispatch cost is dispatch).
+    CPU-only torch traces (no GPU activity): the same search over the top-level ops of each host
+    thread, with ``max_host_op_us`` as the size limit and ``max_host_gap_us`` between ops: a
+    *host-side op storm*, where per-op dispatch and the Python between ops are the whole cost
+    (there is no busy-share condition: an op shorter than the dispatch cost is dispatch).
 
 Why it matters
---------------
-Each eager kernel launch costs the host ~5-20 us (Python, dispatcher, ``cudaLaunchKernel``).
-When kernels run shorter than that, the GPU waits for the host after every kernel: the step
-is launch-bound, and a faster GPU would not make it faster (XProf: "86 % of step is kernel
-launch, ops too small"; peers.md). On the host the same pattern is pure interpreter and
-dispatcher overhead.
+    Each eager kernel launch costs the host ~5-20 us (Python, dispatcher, ``cudaLaunchKernel``).
+    When kernels run shorter than that, the GPU waits for the host after every kernel: the step
+    is launch-bound, and a faster GPU would not make it faster (XProf: "86 % of step is kernel
+    launch, ops too small"; peers.md). On the host the same pattern is pure interpreter and
+    dispatcher overhead.
 
 How to fix
-----------
-Capture the storm in a CUDA graph (``torch.cuda.graphs``, ``torch.compile(mode=
-"reduce-overhead")``), fuse the element-wise chain (``torch.compile``, a Triton kernel, fused
-or ``foreach`` optimizers), or give each kernel more work (larger batch, vectorise a Python
-loop over tensors into one op). The kernel sequences listed are the first fusion candidates.
+    Capture the storm in a CUDA graph (``torch.cuda.graphs``, ``torch.compile(mode=
+    "reduce-overhead")``), fuse the element-wise chain (``torch.compile``, a Triton kernel, fused
+    or ``foreach`` optimizers), or give each kernel more work (larger batch, vectorise a Python
+    loop over tensors into one op). The kernel sequences listed are the first fusion candidates.
 
 Example
--------
-Corpus h100_qwen1.5-0.5b_inference: each decode step starts by building the attention mask and
-the rotary tables in eager Python: 12 kernels of 1.5-4 us (``aten::arange``, ``eq``, ``all``,
-``bmm``, ``cat``, ``cos``, ``sin``, ``mul``, ``copy_``) over 624 us with the GPU 4.7 % busy:
-571 us recoverable by precomputing the tables or compiling the preamble. On CPU,
-sample_traces/torch_cpu_tiny_ops_loop.json.gz (``acc = acc * 0.9 + v`` over 16-element
-tensors, 100 times per step) is a host-side op storm of ``aten::mul``/``aten::add`` pairs; one
-``torch.stack`` and a weighted sum do the same work in three ops.
+    Corpus h100_qwen1.5-0.5b_inference: each decode step starts by building the attention mask and
+    the rotary tables in eager Python: 12 kernels of 1.5-4 us (``aten::arange``, ``eq``, ``all``,
+    ``bmm``, ``cat``, ``cos``, ``sin``, ``mul``, ``copy_``) over 624 us with the GPU 4.7 % busy:
+    571 us recoverable by precomputing the tables or compiling the preamble. On CPU,
+    sample_traces/torch_cpu_tiny_ops_loop.json.gz (``acc = acc * 0.9 + v`` over 16-element
+    tensors, 100 times per step) is a host-side op storm of ``aten::mul``/``aten::add`` pairs; one
+    ``torch.stack`` and a weighted sum do the same work in three ops.
 
 Thresholds
-----------
-* ``max_kernel_us`` = 10: TraceLens' short-kernel threshold (``short_kernels_summary``), about
-  the host cost of one eager launch.
-* ``max_busy_pct`` = 50: the GPU idles more than it works in the window; the utilisation
-  limit of ``nsys analyze gpu_time_util`` and of torch-tb-profiler's "GPU utilization" advice.
-* ``min_kernels_count`` = 8: long enough for a fusion candidate of 3-4 kernels (HTA's
-  ``min_pattern_len`` is 3) to occur twice; short enough for the per-layer element-wise tails
-  of eager decoders, 6-8 short kernels between two GEMMs (corpus b200_eager: runs of 8 at
-  7-8 % busy, 36 per step).
-* ``max_gap_us`` = 1000: idle between consecutive kernels of a storm is per-launch host cost,
-  up to ~0.4 ms per launch under the profiler in the corpus (p99 gap 0.39 ms in b200_eager,
-  0.29 ms in h100_qwen); a longer stretch is a host phase of its own (a sync, data loading),
-  which TC202 attributes, so it ends the run.
-* ``kernel_gap_floor_us`` = 2: the GPU-side gap that remains between kernels that were already
-  queued (graph replay, or a host running ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100,
-  A100, H100 and B200 in the corpus. Recoverable time keeps this much of every gap.
-* ``max_host_op_us`` = 10: CPU traces; PyTorch eager dispatch costs ~1-10 us per op
-  (``cpu_latency_floor_us``), so a shorter op is mostly dispatch.
-* ``max_host_gap_us`` = 10: CPU traces; between the ops of a Python loop of tiny ops the host
-  runs one or two statements: gaps p99 4.8 us in the tiny-op sample, 9.9 us in corpus
-  mixed_stack. A longer gap is Python work of its own (the per-sample Python of
-  sample_traces/torch_cpu_dataloader: p75 0.39 ms), not per-op overhead, so it ends the run.
-* ``host_op_floor_us`` = 1: the cheapest eager op in the tiny-op sample (``aten::add`` of 16
-  floats) takes 1.35 us; recoverable host time keeps 1 us per op of the storm.
-* ``min_sequence_kernels_count`` = 3, ``max_sequence_kernels_count`` = 8: n-gram lengths of the
-  fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a layer's element-wise tail
-  (norm, residual add, activation, casts) without listing whole layers.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC201``).
 
-Severity: recoverable time against the analysed time, the wall time of the steady-state steps
-(the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
-steps, or launched outside any step, are counted apart and recover nothing. Location: the user
-stage around the storms (else the ops that launched most of them), never the device index.
+    Severity: recoverable time against the analysed time, the wall time of the steady-state steps
+    (the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
+    steps, or launched outside any step, are counted apart and recover nothing. Location: the user
+    stage around the storms (else the ops that launched most of them), never the device index.
 """
 
 from __future__ import annotations
@@ -84,14 +54,58 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import labels
+from traceclass.analysis import short_runs
 from traceclass.analysis.locations import device_tag
+from traceclass.facts import steps as fsteps
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC201", name="small-kernel-storm", family="launch",
+RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH,
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
-                needs=("gpu", "ops"))
+                needs=((Need.GPU, Need.OPS),), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_kernel_us', 10.0, 'us',
+                              "TraceLens' short-kernel threshold (``short_kernels_summary``), about the host cost of "
+                              'one eager launch.'),
+                    Threshold('max_busy_pct', 50.0, '%',
+                              'the GPU idles more than it works in the window; the utilisation limit of ``nsys analyze '
+                              'gpu_time_util`` and of torch-tb-profiler\'s "GPU utilization" advice.'),
+                    Threshold('min_kernels_count', 8, 'count',
+                              "long enough for a fusion candidate of 3-4 kernels (HTA's ``min_pattern_len`` is 3) to "
+                              'occur twice; short enough for the per-layer element-wise tails of eager decoders, 6-8 '
+                              'short kernels between two GEMMs (corpus b200_eager: runs of 8 at 7-8 % busy, 36 per '
+                              'step).'),
+                    Threshold('max_gap_us', 1000.0, 'us',
+                              'idle between consecutive kernels of a storm is per-launch host cost, up to ~0.4 ms per '
+                              'launch under the profiler in the corpus (p99 gap 0.39 ms in b200_eager, 0.29 ms in '
+                              'h100_qwen); a longer stretch is a host phase of its own (a sync, data loading), which '
+                              'TC202 attributes, so it ends the run.'),
+                    Threshold('kernel_gap_floor_us', 2.0, 'us',
+                              'the GPU-side gap that remains between kernels that were already queued (graph replay, or '
+                              'a host running ahead): median 0.8-1.6 us, p75 1.3-2.4 us on V100, A100, H100 and B200 in '
+                              'the corpus. Recoverable time keeps this much of every gap.'),
+                    Threshold('max_host_op_us', 10.0, 'us',
+                              'CPU traces; PyTorch eager dispatch costs ~1-10 us per op (``cpu_latency_floor_us``), so '
+                              'a shorter op is mostly dispatch.'),
+                    Threshold('max_host_gap_us', 10.0, 'us',
+                              'CPU traces; between the ops of a Python loop of tiny ops the host runs one or two '
+                              'statements: gaps p99 4.8 us in the tiny-op sample, 9.9 us in corpus mixed_stack. A '
+                              'longer gap is Python work of its own (the per-sample Python of '
+                              'sample_traces/torch_cpu_dataloader: p75 0.39 ms), not per-op overhead, so it ends the '
+                              'run.'),
+                    Threshold('host_op_floor_us', 1.0, 'us',
+                              'the cheapest eager op in the tiny-op sample (``aten::add`` of 16 floats) takes 1.35 us; '
+                              'recoverable host time keeps 1 us per op of the storm.'),
+                    Threshold('min_sequence_kernels_count', 3, 'count',
+                              "n-gram lengths of the fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a "
+                              "layer's element-wise tail (norm, residual add, activation, casts) without listing whole "
+                              'layers.'),
+                    Threshold('max_sequence_kernels_count', 8, 'count',
+                              "n-gram lengths of the fusion candidates; 3 is HTA's ``min_pattern_len``, 8 covers a "
+                              "layer's element-wise tail (norm, residual add, activation, casts) without listing whole "
+                              'layers.'),
+                ))
 
 FIX = ("Capture the storm in a CUDA graph (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse the "
        "listed kernel sequences (torch.compile, a Triton kernel, fused/foreach optimizers), or give each kernel more "
@@ -102,7 +116,7 @@ HOST_FIX = ("Replace the Python loop of tiny ops by one vectorised op on a large
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
-    st = gg.steps(trace, ctx.analysis)
+    st = ctx.facts.steps
     if (trace.gpu.kind != GpuKind.SYNC).any():
         storms = _gpu_storms(ctx, th, st)
     else:
@@ -117,15 +131,15 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             yield f
 
 
-def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[dict[str, Any]]:
     trace = ctx.trace
     gpu, api, ops = trace.gpu, trace.api, trace.ops
-    step_of = gg.gpu_steps(trace, st)
+    step_of = ctx.facts.gpu_step
     floor = int(th["kernel_gap_floor_us"] * 1000)
     out = []
-    for dev in gg.active_devices(trace):
-        gaps = gg.device_gaps(trace, dev)
-        for run in gg.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
+    for dev in ctx.facts.active_devices:
+        gaps = ctx.facts.gaps(dev)
+        for run in short_runs.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
                                int(th["min_kernels_count"]), step_of):
             if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
                 continue
@@ -139,18 +153,18 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[
                 step=int(step_of[rows[0]]), items=gpu.name[rows],
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
                 recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
-                ops=gg.name_counts(trace, op_codes),
+                ops=labels.name_counts(trace, op_codes),
                 points=(api.pid[a], api.tid[a], api.start_ns[a]),
             ))
     return out
 
 
-def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict[str, Any]]:
+def _host_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[dict[str, Any]]:
     trace = ctx.trace
     ops = trace.ops
     floor = int(th["host_op_floor_us"] * 1000)
     out = []
-    for run in gg.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
+    for run in short_runs.host_runs(trace, int(th["max_host_op_us"] * 1000), int(th["max_host_gap_us"] * 1000),
                             int(th["min_kernels_count"]), st):
         rows = run.rows
         stage = _stage(ctx, ops.pid[rows], ops.tid[rows], ops.start_ns[rows])
@@ -158,19 +172,19 @@ def _host_storms(ctx: Context, th: Mapping[str, Any], st: gg.Steps) -> list[dict
             stage=stage, device=-1, run=run,
             step=int(st.at(ops.start_ns[rows[:1]])[0]), items=ops.name[rows], kernels=0, memsets=0,
             recoverable=max(run.window_ns - len(rows) * floor, 0),
-            ops=gg.name_counts(trace, ops.name[rows]),
+            ops=labels.name_counts(trace, ops.name[rows]),
             points=(ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
         ))
     return out
 
 
 def _stage(ctx: Context, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> str:
-    rows = gg.stage_rows(ctx.trace, pid, tid, t)
-    named = gg.name_counts(ctx.trace, ctx.trace.annotations.name[rows[rows >= 0]])
-    return gg.short_label(named[0][0]) if named else ""
+    rows = labels.stage_rows(ctx.trace, pid, tid, t)
+    named = labels.name_counts(ctx.trace, ctx.trace.annotations.name[rows[rows >= 0]])
+    return labels.short_label(named[0][0]) if named else ""
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag: str,
+def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, tag: str,
              group: list[dict[str, Any]]) -> Finding | None:
     trace = ctx.trace
     for s in group:
@@ -187,7 +201,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     n_steps = max(ctx.analysed.steps_count, 1)
     # storms back to back, a distinct separator between two, so no n-gram spans a boundary
     joined = np.concatenate([np.r_[s["items"], -2 - k] for k, s in enumerate(steady)])
-    seq = gg.top_sequences(joined, lo, hi)
+    seq = short_runs.top_sequences(joined, lo, hi)
     seq_names = [([trace.strings[c] for c in gram], n) for gram, n in seq]
     ops: dict[str, int] = {}
     for s in steady:
@@ -199,41 +213,42 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
     # the site: the user stage around the launches, else the ops that launched most of the storm
     site = f"in {where}" if where else (
         "launched by " + ", ".join(n for n, _ in ops_sorted[:2]) if ops_sorted else
-        "of " + ", ".join(n for n, _ in gg.name_counts(trace, joined[joined >= 0])[:2]))
+        "of " + ", ".join(n for n, _ in labels.name_counts(trace, joined[joined >= 0])[:2]))
     location = f"{'host ops' if host else 'GPU kernels'} {site}{tag}"
     if host:
         message = (f"host-side op storm: {plural(items, 'top-level op')} shorter than {limit_us:g} us (threshold) back "
-                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {gg.us(window)}: ops take "
-                   f"{gg.pct(busy, window)} % of it, the host between them {gg.pct(window - busy, window)} %; "
+                   f"to back in {plural(len(steady), 'run')}{' in ' + where if where else ''}, {labels.us(window)}: ops take "
+                   f"{labels.pct(busy, window)} % of it, the host between them {labels.pct(window - busy, window)} %; "
                    f"dispatch overhead, no GPU in this trace{candidate}")
     else:
         memsets = sum(s["memsets"] for s in steady)
         what = f"kernels ({memsets} of them memsets)" if memsets else "kernels"
         message = (f"{items:,} {what} shorter than {limit_us:g} us (threshold) in {plural(len(steady), 'storm')} on GPU "
-                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {gg.pct(busy, window)} % of their "
-                   f"{gg.us(window)} (threshold < {th['max_busy_pct']:g} %), {gg.us(window - busy)} launch-bound"
+                   f"{group[0]['device']}{' in ' + where if where else ''}: GPU busy {labels.pct(busy, window)} % of their "
+                   f"{labels.us(window)} (threshold < {th['max_busy_pct']:g} %), {labels.us(window - busy)} launch-bound"
                    f"{candidate}")
     floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against the {gg.us(ctx.analysed_ns)} analysed (steady step time)"
+                f"minus {floor_text}; severity against the {labels.us(ctx.analysed_ns)} analysed (steady step time)"
                 + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
-    for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:50]:
+    for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:MAX_EVIDENCE]:
         # per-storm sequences and sources only for the storms shown: a long trace has thousands
-        s["sequences"] = [([trace.strings[c] for c in gram], n) for gram, n in gg.top_sequences(s["items"], lo, hi)]
-        s["source"] = gg.common_source(trace, *s["points"])
+        s["sequences"] = [([trace.strings[c] for c in gram], n)
+                          for gram, n in short_runs.top_sequences(s["items"], lo, hi)]
+        s["source"] = labels.common_source(trace, *s["points"])
         run = s["run"]
         label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
         evidence.append(Evidence(
-            what=(f"{len(run.rows)} ops, {gg.pct(run.busy_ns, run.window_ns)} % in ops, {gg.us(run.idle_ns)} between them"
-                  if host else f"{len(run.rows)} kernels, GPU busy {gg.pct(run.busy_ns, run.window_ns)} %, "
-                  f"{gg.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
+            what=(f"{len(run.rows)} ops, {labels.pct(run.busy_ns, run.window_ns)} % in ops, {labels.us(run.idle_ns)} between them"
+                  if host else f"{len(run.rows)} kernels, GPU busy {labels.pct(run.busy_ns, run.window_ns)} %, "
+                  f"{labels.us(run.idle_ns)} idle") + (f" ({label})" if label else ""),
             start_ns=run.start_ns, end_ns=run.end_ns, duration_ns=run.window_ns, count=len(run.rows),
-            ops=gg.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
+            ops=labels.counted(s["ops"]), kernels=tuple(s["sequences"][0][0]) if s["sequences"] else (),
             source=s["source"],
-            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": gg.pct(run.busy_ns, run.window_ns),
+            values={"window_ns": run.window_ns, "busy_ns": run.busy_ns, "busy_pct": labels.pct(run.busy_ns, run.window_ns),
                     "idle_ns": run.idle_ns, "recoverable_ns": s["recoverable"], "kernels_count": s["kernels"],
                     "memsets_count": s["memsets"], "ops_count": len(run.rows) if host else None,
                     "step": st.names[s["step"]] if s["step"] >= 0 else None,
@@ -241,11 +256,11 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, where: str, tag:
                     "op_counts": dict(s["ops"][:20])},
         ))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
         values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
-                "window_ns": window, "busy_ns": busy, "busy_pct": gg.pct(busy, window), "idle_ns": window - busy,
+                "window_ns": window, "busy_ns": busy, "busy_pct": labels.pct(busy, window), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),
                 "threshold_us": limit_us, "op_counts": dict(ops_sorted[:20]),

@@ -1,68 +1,60 @@
 """Host sync: the host waits for the GPU inside the step, and the GPU then waits for the host.
 
 What it finds
--------------
-Every distinct synchronisation site inside steps, with how often it runs per step, how long the
-host waited, and the GPU idle time it caused. Sources:
+    Every distinct synchronisation site inside steps, with how often it runs per step, how long the
+    host waited, and the GPU idle time it caused. Sources:
 
-* CUDA/HIP calls that block the host: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/
-  ``cudaEventSynchronize`` (and their ``cu*``/``hip*`` forms), blocking ``cudaMemcpy``/
-  ``cudaMemset``, async copies from or to pageable memory (the driver runs them synchronously),
-  and any call that a GPU-side sync record (Kineto ``cuda_sync``, nsys ``SYNCHRONIZATION``)
-  marks as a wait; ``cudaEventQuery`` polling and ``cudaStreamWaitEvent`` do not block;
-* ``aten::item``/``aten::_local_scalar_dense`` (``.item()``, ``bool(tensor)``, ``if t:``): one
-  event each, holding the copy and the sync inside it; ``.item()`` of a CPU tensor has no
-  blocking call inside and is no sync;
-* the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
-  form one event of that op.
+    * CUDA/HIP calls that block the host: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/
+      ``cudaEventSynchronize`` (and their ``cu*``/``hip*`` forms), blocking ``cudaMemcpy``/
+      ``cudaMemset``, async copies from or to pageable memory (the driver runs them synchronously),
+      and any call that a GPU-side sync record (Kineto ``cuda_sync``, nsys ``SYNCHRONIZATION``)
+      marks as a wait; ``cudaEventQuery`` polling and ``cudaStreamWaitEvent`` do not block;
+    * ``aten::item``/``aten::_local_scalar_dense`` (``.item()``, ``bool(tensor)``, ``if t:``): one
+      event each, holding the copy and the sync inside it; ``.item()`` of a CPU tensor has no
+      blocking call inside and is no sync;
+    * the blocking calls inside one other op (``aten::nonzero``, ``.cpu()`` -> ``aten::copy_``)
+      form one event of that op.
 
-Site = the op (or, without ops as in plain nsys exports, the call) + the user source line when
-the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one wait, on its
-device: the idle gap that starts while the host waits (the GPU drained its queue during the
-wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
-counted until the launch call of the work that ends the gap returned (time after that is a
-GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
-``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
-host window or most of the gap lies after the next launch. Gaps that start before the wait
-were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
-GPU work, causes nothing measurable. When the thread launches at most
-``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
-pattern: the host never queues work ahead of the GPU.
+    Site = the op (or, without ops as in plain nsys exports, the call) + the user source line when
+    the trace has Python stacks, else the enclosing op chain. Caused GPU idle of one wait, on its
+    device: the idle gap that starts while the host waits (the GPU drained its queue during the
+    wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
+    counted until the launch call of the work that ends the gap returned (time after that is a
+    GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
+    ``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
+    host window or most of the gap lies after the next launch. Gaps that start before the wait
+    were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
+    GPU work, causes nothing measurable. When the thread launches at most
+    ``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
+    pattern: the host never queues work ahead of the GPU.
 
 Why it matters
---------------
-A sync empties the GPU queue. Everything the host does after it (Python, the next launches) is
-then exposed as GPU idle time, and the GPU cannot overlap the host's work with its own. One
-``.item()`` per step in a loop of short kernels can cost more than the kernels themselves.
+    A sync empties the GPU queue. Everything the host does after it (Python, the next launches) is
+    then exposed as GPU idle time, and the GPU cannot overlap the host's work with its own. One
+    ``.item()`` per step in a loop of short kernels can cost more than the kernels themselves.
 
 How to fix
-----------
-Keep values on the GPU: no ``.item()``, ``.cpu()``, ``print(tensor)`` or ``if tensor:`` per
-iteration (accumulate on the GPU and read once every N steps); copy with
-``non_blocking=True`` into pinned memory and wait on an event only where the value is needed;
-replace ``cudaDeviceSynchronize`` by stream/event dependencies (``cudaStreamWaitEvent``); sync
-once per step at most.
+    Keep values on the GPU: no ``.item()``, ``.cpu()``, ``print(tensor)`` or ``if tensor:`` per
+    iteration (accumulate on the GPU and read once every N steps); copy with
+    ``non_blocking=True`` into pinned memory and wait on an event only where the value is needed;
+    replace ``cudaDeviceSynchronize`` by stream/event dependencies (``cudaStreamWaitEvent``); sync
+    once per step at most.
 
 Example
--------
-``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
-1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
-(during the wait) and stays idle until the host has run the Python that launches the next
-kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
-aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
+    ``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
+    1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
+    (during the wait) and stays idle until the host has run the Python that launches the next
+    kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
+    aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
 
 Thresholds
-----------
-* ``max_launches_per_sync_ratio`` = 2: with two or fewer kernel launches per wait the GPU
-  queue never holds more than two kernels, so every launch's host latency is exposed; the
-  message then names the sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254
-  launches, 2,256 stream syncs).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC203``).
 
-Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
-remains between already-queued kernels) against the analysed time, the wall time of the
-steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
-``info`` when the site caused no measurable idle. Location: the site (op or call and source
-line or op chain), never a device index.
+    Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
+    remains between already-queued kernels) against the analysed time, the wall time of the
+    steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
+    ``info`` when the site caused no measurable idle. Location: the site (op or call and source
+    line or op chain), never a device index.
 """
 
 from __future__ import annotations
@@ -71,15 +63,25 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import gap_causes
+from traceclass.analysis import labels
 from traceclass.analysis.source_lines import source_for_points
+from traceclass.facts import steps as fsteps
+from traceclass.facts import syncs as fsyncs
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC203", name="host-sync", family="sync",
+RULE = RuleInfo(code="TC203", name="host-sync", family=Family.SYNC,
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_launches_per_sync_ratio', 2.0, 'ratio',
+                              'with two or fewer kernel launches per wait the GPU queue never holds more than two '
+                              "kernels, so every launch's host latency is exposed; the message then names the "
+                              'sync-per-launch pattern (corpus lockfuehrer_beast__report1_b: 2,254 launches, 2,256 '
+                              'stream syncs).'),
+                ))
 
 FIX = ("Keep values on the GPU: no .item()/.cpu()/print(tensor)/if tensor: per iteration (read once every N steps); "
        "non_blocking=True copies into pinned memory with an event where the value is needed; stream/event "
@@ -90,16 +92,16 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
     if not (trace.gpu.kind != GpuKind.SYNC).any():
         return
-    ev = gg.sync_events(trace)
+    ev = ctx.facts.sync_events
     if len(ev) == 0:
         return
-    st = gg.steps(trace, ctx.analysis)
+    st = ctx.facts.steps
     step = st.at(ev.start_ns)
     idle = np.zeros(len(ev), np.int64)
     i0 = np.full(len(ev), -1, np.int64)
     i1 = np.full(len(ev), -1, np.int64)
-    for dev in gg.active_devices(trace):
-        d_idle, d0, d1 = gg.caused_idle(trace, ev, gg.device_gaps(trace, dev))
+    for dev in ctx.facts.active_devices:
+        d_idle, d0, d1 = fsyncs.caused_idle(trace, ev, ctx.facts.gaps(dev))
         hit = d_idle > 0
         idle[hit], i0[hit], i1[hit] = d_idle[hit], d0[hit], d1[hit]
     inside = np.flatnonzero(step >= 0)
@@ -113,7 +115,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
             yield f
 
 
-def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
+def _sites(ctx: Context, ev: fsyncs.SyncEvents) -> np.ndarray:
     """Site label per event: op or call name, then the source line or the enclosing op chain."""
     trace = ctx.trace
     src = source_for_points(trace, ev.pid, ev.tid, ev.wait_ns) if len(trace.python) else [None] * len(ev)
@@ -127,7 +129,7 @@ def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
             where = src[k] and f"at {src[k]}"
             if not where and parent >= 0:
                 if parent not in chains:
-                    chains[parent] = gg.op_chain(trace, parent, 2)
+                    chains[parent] = labels.op_chain(trace, parent, 2)
                 where = f"in {chains[parent]}"
         else:
             label = trace.strings[trace.api.name[a]] if a >= 0 else ev.calls(k)[0]
@@ -136,7 +138,7 @@ def _sites(ctx: Context, ev: gg.SyncEvents) -> np.ndarray:
     return np.array(out, dtype=object)
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvents, site: str, sel: np.ndarray,
+def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.SyncEvents, site: str, sel: np.ndarray,
              step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> Finding | None:
     steady = ~st.warmup[step]
     if not steady.any():
@@ -146,7 +148,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     count = int(steady.sum())
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
-    recoverable = int(np.maximum(idle[s_sel] - gg.QUEUED_GAP_FLOOR_NS, 0).sum())
+    recoverable = int(np.maximum(idle[s_sel] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum())
     apis = ev.call_counts(s_sel)
     launches = _launches(ctx, st, ev, s_sel)
     ratio = launches / count
@@ -156,9 +158,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     analysed = ctx.analysed_ns
     how_often = "in the trace (no steps)" if st.synthetic else \
         f"in {plural(n_steps, 'steady step')} ({per_step:.4g} per step)"
-    message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {gg.us(wait)} and left "
-               f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {gg.us(caused)} "
-               f"after {'it' if count == 1 else 'them'} ({gg.pct(caused, analysed)} % of steady step time); calls: "
+    message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {labels.us(wait)} and left "
+               f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {labels.us(caused)} "
+               f"after {'it' if count == 1 else 'them'} ({labels.pct(caused, analysed)} % of steady step time); calls: "
                f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
@@ -167,26 +169,25 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, ev: gg.SyncEvent
     per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": int((step == k).sum()),
             "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
     return Finding(
-        code=RULE.code, name=RULE.name,
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
         estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
                   f"new work after they returned, minus "
-                  f"{gg.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
-                  f"severity against the {gg.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
+                  f"{gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
+                  f"severity against the {labels.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
                   f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
                 "steady_steps_count": ctx.analysed.steps_count,
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
-                "gpu_idle_pct_of_step": gg.pct(caused, analysed), "api_counts": apis,
+                "gpu_idle_pct_of_step": labels.pct(caused, analysed), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),
                 "devices": devices, "per_step": per[:50]},
     )
 
 
-def _launches(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray) -> int:
+def _launches(ctx: Context, st: fsteps.Steps, ev: fsyncs.SyncEvents, sel: np.ndarray) -> int:
     """Kernel and graph launches in steady steps on the threads of these waits."""
     api = ctx.trace.api
     launch = np.flatnonzero(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], dtype=np.int8)))
@@ -196,10 +197,10 @@ def _launches(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray) ->
     return int(((k >= 0) & ~st.warmup[np.maximum(k, 0)]).sum()) if len(st.warmup) else 0
 
 
-def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, step: np.ndarray,
+def _evidence(ctx: Context, st: fsteps.Steps, ev: fsyncs.SyncEvents, sel: np.ndarray, step: np.ndarray,
               steady: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> tuple[Evidence, ...]:
     trace = ctx.trace
-    pick = np.lexsort((-idle[sel], ~steady))[:50]
+    pick = np.lexsort((-idle[sel], ~steady))[:MAX_EVIDENCE]
     rows = sel[pick]
     src = source_for_points(trace, ev.pid[rows], ev.tid[rows], ev.wait_ns[rows]) if len(trace.python) \
         else [None] * len(rows)
@@ -209,10 +210,10 @@ def _evidence(ctx: Context, st: gg.Steps, ev: gg.SyncEvents, sel: np.ndarray, st
         wait = int(ev.end_ns[k] - ev.wait_ns[k])
         op = int(ev.op[k])
         out.append(Evidence(
-            what=(f"{' + '.join(ev.calls(k)) or trace.strings[trace.ops.name[op]]} waited {gg.us(wait)}, "
-                  f"GPU idle {gg.us(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
+            what=(f"{' + '.join(ev.calls(k)) or trace.strings[trace.ops.name[op]]} waited {labels.us(wait)}, "
+                  f"GPU idle {labels.us(idle[k])} after it" + ("" if steady[pick[j]] else " (warm-up step)")),
             start_ns=int(ev.start_ns[k]), end_ns=int(ev.end_ns[k]), duration_ns=int(ev.end_ns[k] - ev.start_ns[k]),
-            ops=(gg.op_chain(trace, op, 3),) if op >= 0 else (), source=src[j],
+            ops=(labels.op_chain(trace, op, 3),) if op >= 0 else (), source=src[j],
             values={"host_wait_ns": wait, "gpu_idle_ns": int(idle[k]),
                     "gpu_idle_start_ns": int(i0[k]) if i0[k] >= 0 else None,
                     "gpu_idle_end_ns": int(i1[k]) if i1[k] >= 0 else None,

@@ -35,15 +35,7 @@ Example
     ``stage:dataload`` 24.67 ms and ``stage:preprocess`` 13.39 ms of 1.82 s, 2.09 % together.
 
 Thresholds
-    ``min_share_pct`` (1.0): reported from 1 % of the steady step time, the spread between steady
-    steps in the corpus training traces (0.4-2.3 %), below which a change cannot be told from
-    noise. TensorBoard advises more workers from 5 %; the fix here is a line of configuration, so
-    the rule speaks earlier and leaves the weight to severity (``medium`` from 3 %, ``high`` from
-    10 % and 1 ms, on the shared scale). ``data_stage_regex``: the words TC202 already treats as
-    data loading in range names (data, load, batch, prefetch, collate, input) plus preprocess,
-    each at the start of the name or after a non-letter, so ``stage:dataload`` and
-    ``## load_batch ##`` match and ``DistributedDataParallel.forward`` or ``offload`` do not;
-    set it to match your own stage names (Python ``re`` syntax).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC204``).
 
     Recoverable time: on GPU traces the GPU idle inside the data ranges (the most idle device):
     time the loop's waiting cost the device; on CPU-only traces the data time itself. An upper
@@ -64,12 +56,25 @@ from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC204", name="data-loading-bound", family="data",
-                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time")
+RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
+                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time",
+                thresholds=(
+                    Threshold('min_share_pct', 1.0, '%',
+                              'reported from 1 % of the steady step time, the spread between steady steps in the corpus '
+                              'training traces (0.4-2.3 %), below which a change cannot be told from noise. TensorBoard '
+                              'advises more workers from 5 %; the fix here is a line of configuration, so the rule '
+                              'speaks earlier and leaves the weight to severity (``medium`` from 3 %, ``high`` from 10 '
+                              '% and 1 ms, on the shared scale).'),
+                    Threshold('data_stage_regex', '(?i)(^|[^a-z])(data|load|batch|prefetch|collate|input|preprocess)', 'regex',
+                              'the words TC202 already treats as data loading in range names (data, load, batch, '
+                              'prefetch, collate, input) plus preprocess, each at the start of the name or after a '
+                              'non-letter, so ``stage:dataload`` and ``## load_batch ##`` match and '
+                              '``DistributedDataParallel.forward`` or ``offload`` do not; set it to match your own '
+                              'stage names (Python ``re`` syntax).'),
+                ))
 
-MAX_EVIDENCE = 50
 FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
        "pin_memory=True on GPU runs) with .to(device, non_blocking=True); move decode and augmentation into the "
        "Dataset (run by the workers) or onto the GPU; cache decoded samples.")
@@ -114,9 +119,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
         estimate = ("time in the data ranges of the steady steps (no GPU in the trace: the loop waited this long); an "
                     "upper bound, a worker still hands each batch over. Severity: share of the analysed time.")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=message,
+        severity=ctx.severity(recoverable), message=message,
         recoverable_ns=int(recoverable), estimate=estimate, fix=FIX,
-        location="data loading: " + " + ".join(outer), evidence=tuple(sites[:MAX_EVIDENCE]),
+        location="data loading: " + " + ".join(outer), evidence=tuple(sites),
         values={"data_ns": total, "analysed_ns": analysed, "share_pct": round(share, 3),
                 "threshold_pct": th["min_share_pct"], "steps_count": len(steps),
                 "data_per_step_ns": total // n_steps, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},

@@ -33,12 +33,7 @@ Example
     overlaps the previous step's kernels and disappears from the step time.
 
 Thresholds
-    ``min_exposed_us`` (100): a device/direction is reported when its copies are exposed for at
-    least this long in the steady steps: below 0.1 ms over a whole trace no fix is worth a change.
-    ``min_exposed_pct`` (1.0): ... and for at least this share of the analysed time (wall time of
-    the steady-state steps, the whole trace without steps), the time severity is measured
-    against. Under 1 % a fix moves the step by less than steady steps already differ (0.4-2.3 %
-    between the steady steps of the corpus training traces on A100 and MI300X).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC301``).
 """
 
 from __future__ import annotations
@@ -50,13 +45,22 @@ import numpy as np
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC301", name="exposed-copy", family="copy",
+RULE = RuleInfo(code="TC301", name="exposed-copy", family=Family.COPY,
                 summary="copies overlapped by no kernel: exposed time, bytes, bandwidth vs link/memory peak",
-                needs=("gpu",))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_exposed_us', 100, 'us',
+                              'a device/direction is reported when its copies are exposed for at least this long in the '
+                              'steady steps: below 0.1 ms over a whole trace no fix is worth a change.'),
+                    Threshold('min_exposed_pct', 1.0, '%',
+                              '... and for at least this share of the analysed time (wall time of the steady-state '
+                              'steps, the whole trace without steps), the time severity is measured against. Under 1 % '
+                              'a fix moves the step by less than steady steps already differ (0.4-2.3 % between the '
+                              'steady steps of the corpus training traces on A100 and MI300X).'),
+                ))
 
-MAX_EVIDENCE = 50
 _FIX = {
     copies.HTOD: "Pin host memory (DataLoader(pin_memory=True)), copy with .to(device, non_blocking=True) and "
                  "prefetch the next batch on a side stream so the copy overlaps kernels.",
@@ -123,7 +127,7 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
               "peak_gb_s": round(peak / 1e9, 3) if peak else None, "peak_basis": basis,
               "timeline_exposed_copy_ns": timeline.exposed_copy_ns if timeline else None}
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(union), message=msg,
+        severity=ctx.severity(union), message=msg,
         recoverable_ns=union,
         estimate="exposed wall time of these copies (copy time overlapped by no kernel on the device, union "
                  "over streams), copies launched in the steady-state steps; an upper bound: overlapping or "
@@ -146,7 +150,7 @@ def _evidence(trace, r: np.ndarray, ex: np.ndarray) -> tuple[Evidence, ...]:  # 
             values={"exposed_ns": int(ex[g.index].sum()), "copy_ns": int((gpu.end_ns[rr] - gpu.start_ns[rr]).sum()),
                     "site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
-    return tuple(out[:MAX_EVIDENCE])
+    return tuple(out)  # the engine keeps the first rule.MAX_EVIDENCE
 
 
 def _unknown(n: int) -> str:

@@ -26,10 +26,7 @@ Example
     direction; pinned, each would take about 0.13 ms and overlap compute.
 
 Thresholds
-    ``min_copies_count`` (1): nsys' rule reports every pageable async copy, and so do we; raise it
-    to silence sporadic one-off copies (a checkpoint load, a metrics ``.cpu()``). Severity: the
-    staging cost against the analysed time (the shared scale); a few tiny copies rate ``low`` (or
-    ``info`` when nothing is recoverable), however many there are.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC302``).
 """
 
 from __future__ import annotations
@@ -42,13 +39,19 @@ from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import ApiKind, CopyKind, MemKind, Vendor
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC302", name="pageable-copy", family="copy",
+RULE = RuleInfo(code="TC302", name="pageable-copy", family=Family.COPY,
                 summary="host<->device copies through pageable host memory (staged, never asynchronous)",
-                needs=("gpu",))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_copies_count', 1, 'count',
+                              "nsys' rule reports every pageable async copy, and so do we; raise it to silence sporadic "
+                              'one-off copies (a checkpoint load, a metrics ``.cpu()``). Severity: the staging cost '
+                              'against the analysed time (the shared scale); a few tiny copies rate ``low`` (or '
+                              '``info`` when nothing is recoverable), however many there are.'),
+                ))
 
-MAX_EVIDENCE = 50
 # Without a host-link figure, pinned copies of the same trace give the reference rate, but only
 # copies of at least 1 MiB: at 16+ GB/s their transfer (64+ us) dwarfs the ~5-10 us fixed cost of
 # a copy, so their rate measures the link, not the launch overhead.
@@ -131,7 +134,7 @@ def _finding(ctx: Context, dev: int, tag: str, c: int, r: np.ndarray, pinned: np
               "bytes": int(nb.sum()), "achieved_gb_s": round(achieved / 1e9, 3) if achieved else None,
               "reference_gb_s": round(ref / 1e9, 3) if ref else None, "analysed_ns": ctx.analysed_ns}
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=msg,
+        severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable, estimate=estimate + ". Severity: share of the analysed time.",
         fix=_FIX, location=f"pageable {label} copies from {site}{tag}", evidence=evidence, values=values)
 
@@ -148,7 +151,7 @@ def _unknown_finding(ctx: Context, dev: int, tag: str, r: np.ndarray) -> Finding
            f"{duration_text(dur)}) whose host memory kind the trace does not record ({why}): pageable or pinned "
            f"cannot be told")
     return Finding(
-        code=RULE.code, name=RULE.name, severity="info", message=msg, recoverable_ns=0,
+        severity="info", message=msg, recoverable_ns=0,
         estimate="not estimated: whether these copies were staged through pageable memory is unknown",
         fix="Check that the host tensors copied to or from the GPU are pinned (tensor.is_pinned()); if not, "
             "pin them (pin_memory=True) and copy with non_blocking=True.",
@@ -168,4 +171,4 @@ def _evidence(trace, r: np.ndarray) -> tuple[Evidence, ...]:  # type: ignore[no-
                             bytes=int(nb[nb >= 0].sum()) if (nb >= 0).any() else None, ops=g.ops, source=g.source,
                             values={"site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
-    return tuple(out[:MAX_EVIDENCE])
+    return tuple(out)  # the engine keeps the first rule.MAX_EVIDENCE

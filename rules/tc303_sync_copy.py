@@ -28,13 +28,7 @@ Example
     for the launch latency of the next step's first kernels.
 
 Thresholds
-    ``max_wait_gap_us`` (50): a sync within 50 us of the copy's API call belongs to it. In the corpus
-    the copy -> sync gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us
-    leaves room for a slow host and profiler overhead, while any other CUDA call in between breaks
-    the pair anyway. Severity: the recoverable time against the analysed time, the shared scale
-    (a single microsecond-scale ``.item()`` copy rates ``low``, however short the trace). ``max_small_htod_bytes`` (65536): synchronous HtoD copies of at most 64 KiB
-    from pageable (or unknown) host memory are left out, as nsys does: CUDA returns once such a
-    copy is staged, without waiting for the device. ``min_copies_count`` (1): report any, like nsys.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC303``).
 """
 
 from __future__ import annotations
@@ -48,13 +42,26 @@ from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
 from traceclass.model import MemKind
 from traceclass.model.nesting import lookup
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC303", name="sync-copy", family="copy",
+RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_wait_gap_us', 50, 'us',
+                              "a sync within 50 us of the copy's API call belongs to it. In the corpus the copy -> sync "
+                              'gap inside one ATen op (``_local_scalar_dense``, ``copy_``) is 0-6 us; 50 us leaves room '
+                              'for a slow host and profiler overhead, while any other CUDA call in between breaks the '
+                              'pair anyway. Severity: the recoverable time against the analysed time, the shared scale '
+                              '(a single microsecond-scale ``.item()`` copy rates ``low``, however short the trace).'),
+                    Threshold('max_small_htod_bytes', 65536, 'bytes',
+                              'synchronous HtoD copies of at most 64 KiB from pageable (or unknown) host memory are '
+                              'left out, as nsys does: CUDA returns once such a copy is staged, without waiting for the '
+                              'device.'),
+                    Threshold('min_copies_count', 1, 'count',
+                              'report any, like nsys.'),
+                ))
 
-MAX_EVIDENCE = 50
 SYNC_API, WAITED = 0, 1
 _MODE = ("synchronous-API copies", "async copies synchronized at once")
 
@@ -117,7 +124,7 @@ def _finding(ctx: Context, dev: int, tag: str, m: int, calls, row, blocked, bubb
     msg = (f"{where}: {what} ({dirs}; {size_text(total)}) blocked the host {duration_text(int(blocked.sum()))}; "
            f"the GPU idled {duration_text(int(bubble.sum()))} right after {'it' if one else 'them'}; worst site {site}")
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable), message=msg,
+        severity=ctx.severity(recoverable), message=msg,
         recoverable_ns=recoverable,
         estimate="per copy, the smaller of the host time blocked in the copy/sync calls (what a host-bound "
                  "step loses) and the GPU idle gap right after the copy (what a GPU-bound step loses), summed "
@@ -146,4 +153,4 @@ def _evidence(trace, calls, row, blocked, cost, nbytes) -> tuple[Evidence, ...]:
             values={"blocked_ns": int(blocked[i].sum()), "recoverable_ns": int(cost[i].sum()),
                     "site": g.where + (f" at {g.source}" if g.source else "")}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.what))
-    return tuple(out[:MAX_EVIDENCE])
+    return tuple(out)  # the engine keeps the first rule.MAX_EVIDENCE

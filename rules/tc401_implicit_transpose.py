@@ -37,14 +37,7 @@ Example
     the permuted view to ``torch.matmul`` removes it.
 
 Thresholds
-    ``min_share_pct`` (0.5): a device's layout work is reported when all of it together (the three
-    kinds) takes at least this share of the analysed time (the wall time of the steady-state
-    steps, the whole trace without steps; what severity is measured against, on every device and
-    on the host). The kinds share one cause, the tensors' layouts, and often one fix, so
-    they are judged together. Layout work is pure overhead with one-line fixes, so it is reported
-    from the smallest spread between steady steps seen in the corpus training traces (0.4 %). ``min_total_us`` (50): each
-    kind is then listed when it takes at least this long in the trace (about ten small copy
-    kernels), so that a negligible kind does not get a finding of its own.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC401``).
 """
 
 from __future__ import annotations
@@ -54,13 +47,25 @@ from typing import Any, Iterable, Mapping
 from traceclass.analysis.layout_sites import KERNELS, MISMATCH, TRANSPOSE, LayoutSite, layout_sites
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC401", name="implicit-transpose", family="layout",
+RULE = RuleInfo(code="TC401", name="implicit-transpose", family=Family.LAYOUT,
                 summary="copies that only reorder memory (permute+copy, NCHW<->NHWC) and layout-conversion kernels",
-                needs=("shapes",))
+                needs=((Need.GPU, Need.SHAPES),),
+                thresholds=(
+                    Threshold('min_total_us', 50, 'us',
+                              'each kind is then listed when it takes at least this long in the trace (about ten small '
+                              'copy kernels), so that a negligible kind does not get a finding of its own.'),
+                    Threshold('min_share_pct', 0.5, '%',
+                              "a device's layout work is reported when all of it together (the three kinds) takes at "
+                              'least this share of the analysed time (the wall time of the steady-state steps, the '
+                              'whole trace without steps; what severity is measured against, on every device and on the '
+                              "host). The kinds share one cause, the tensors' layouts, and often one fix, so they are "
+                              'judged together. Layout work is pure overhead with one-line fixes, so it is reported '
+                              'from the smallest spread between steady steps seen in the corpus training traces (0.4 '
+                              '%).'),
+                ))
 
-MAX_EVIDENCE = 50
 _KIND = {TRANSPOSE: "transposing copies", MISMATCH: "memory-format mismatches", KERNELS: "layout-conversion kernels"}
 _ONE = {TRANSPOSE: "transposing copy", MISMATCH: "memory-format mismatch", KERNELS: "layout-conversion kernel"}
 _FIX = {
@@ -116,7 +121,7 @@ def _finding(ctx: Context, kind: int, dev: int, tag: str, group: list[LayoutSite
                               count=s.count, bytes=s.bytes, ops=s.ops, kernels=s.kernels, source=s.source,
                               values=_values(s)) for s in group[:MAX_EVIDENCE])
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(total), message=msg, recoverable_ns=total,
+        severity=ctx.severity(total), message=msg, recoverable_ns=total,
         estimate=f"the layout work's full time ({time_basis}) over the whole trace; an upper bound: removing a "
                  f"copy saves it, but the consumer may read a strided input somewhat slower. Severity: share of "
                  f"the analysed time.",

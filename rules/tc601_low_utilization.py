@@ -1,68 +1,56 @@
 """Low utilization: stretches of a step where the GPU is busy less than half the time.
 
 What it finds
--------------
-Each steady-state step (``ProfilerStep`` wall range; without steps, the device's active window,
-first to last GPU work, as nsys does) is cut into ``chunks_per_step`` chunks of at least
-``min_chunk_us``; chunks whose GPU time utilisation (union of kernels, copies and memsets
-across streams, so it never exceeds 100 %) stays below ``max_util_pct`` are merged with their
-low neighbours into windows. One summary finding per device lists the windows and explains
-their idle time with the conditions the launch/sync rules look for:
+    Each steady-state step (``ProfilerStep`` wall range; without steps, the device's active window,
+    first to last GPU work, as nsys does) is cut into ``chunks_per_step`` chunks of at least
+    ``min_chunk_us``; chunks whose GPU time utilisation (union of kernels, copies and memsets
+    across streams, so it never exceeds 100 %) stays below ``max_util_pct`` are merged with their
+    low neighbours into windows. One summary finding per device lists the windows and explains
+    their idle time with the conditions the launch/sync rules look for:
 
-* idle by cause, from the same gap attribution as TC202 (all gap lengths):
-  ``launch-overhead`` -> TC202, ``host-sync`` -> TC203, ``data-loading`` -> TC202,
-  ``unknown``; idle before the device's first or after its last GPU work is ``no-gpu-work``;
-* the launch-overhead idle between two kernels shorter than ``short_kernel_us``: the
-  small-kernel storm pattern (TC201);
-* the host waits (TC203) that overlap the windows.
+    * idle by cause, from the same gap attribution as TC202 (all gap lengths):
+      ``launch-overhead`` -> TC202, ``host-sync`` -> TC203, ``data-loading`` -> TC202,
+      ``unknown``; idle before the device's first or after its last GPU work is ``no-gpu-work``;
+    * the launch-overhead idle between two kernels shorter than ``short_kernel_us``: the
+      small-kernel storm pattern (TC201);
+    * the host waits (TC203) that overlap the windows.
 
-The message names each rule with the idle it explains, largest first (TC202: launch-overhead
-and data-loading idle; TC203: host-sync idle; TC201: launch-overhead idle between two short
-kernels, which TC202 counts as well).
+    The message names each rule with the idle it explains, largest first (TC202: launch-overhead
+    and data-loading idle; TC203: host-sync idle; TC201: launch-overhead idle between two short
+    kernels, which TC202 counts as well).
 
-Like ``nsys analyze gpu_time_util`` (30 chunks, < 50 %, consecutive low chunks merged), but per
-step and at microsecond scale: nsys cuts the whole capture into 30 chunks, which for a
-seconds-long capture hides every launch-scale pattern, and it adds concurrent kernels up
-(utilisation above 100 %).
+    Like ``nsys analyze gpu_time_util`` (30 chunks, < 50 %, consecutive low chunks merged), but per
+    step and at microsecond scale: nsys cuts the whole capture into 30 chunks, which for a
+    seconds-long capture hides every launch-scale pattern, and it adds concurrent kernels up
+    (utilisation above 100 %).
 
 Why it matters
---------------
-Low utilisation is the symptom most users see first (``nvidia-smi``, torch-tb-profiler's
-"GPU utilization" < 50 % advice). It says that time is lost, not why; this finding says where
-in the step it is lost and which rule explains it.
+    Low utilisation is the symptom most users see first (``nvidia-smi``, torch-tb-profiler's
+    "GPU utilization" < 50 % advice). It says that time is lost, not why; this finding says where
+    in the step it is lost and which rule explains it.
 
 How to fix
-----------
-Follow the rule the message points to: TC201 (capture or fuse small kernels), TC202 (launch
-overhead, data loading), TC203 (remove host syncs). Bigger batches raise utilisation when the
-idle is per-launch overhead.
+    Follow the rule the message points to: TC201 (capture or fuse small kernels), TC202 (launch
+    overhead, data loading), TC203 (remove host syncs). Bigger batches raise utilisation when the
+    idle is per-launch overhead.
 
 Example
--------
-Corpus h100_qwen1.5-0.5b_inference: in its 47 ms decode step one 1.57 ms chunk is 17.6 % busy
-(the eager preamble that builds the mask and rotary tables); its 1.30 ms idle is 65 %
-launch-overhead (TC202) and 34 % host-sync (an ``aten::item`` in the mask code, TC203), with
-14 of its 23 kernels under 10 us.
+    Corpus h100_qwen1.5-0.5b_inference: in its 47 ms decode step one 1.57 ms chunk is 17.6 % busy
+    (the eager preamble that builds the mask and rotary tables); its 1.30 ms idle is 65 %
+    launch-overhead (TC202) and 34 % host-sync (an ``aten::item`` in the mask code, TC203), with
+    14 of its 23 kernels under 10 us.
 
 Thresholds
-----------
-* ``max_util_pct`` = 50: ``nsys analyze gpu_time_util``'s limit and torch-tb-profiler's "GPU
-  utilization < 50 %" recommendation.
-* ``chunks_per_step`` = 30: ``gpu_time_util``'s default chunk count, applied per step.
-* ``min_chunk_us`` = 100: a chunk must hold about ten launches (10 x TraceLens' 10 us
-  short-kernel limit) for its utilisation to mean more than "inside a kernel or not"; short
-  steps get fewer chunks.
-* ``short_kernel_us`` = 10: TraceLens' short-kernel threshold, as TC201's ``max_kernel_us``
-  (keep the two equal when overriding).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC601``).
 
-The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
-inside the windows of steady-state steps that has a host-side cause (launch overhead, data
-loading, host sync); severity: that against the analysed time (the steady steps' wall time),
-on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
-windows are cut from the device's active window (first to last GPU work, as nsys does) and the
-shares in the message are of that window. Location: where most of the low windows' idle ends
-(the user stage around the launch of the next work, else its op, else its kernel), never the
-device index.
+    The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
+    inside the windows of steady-state steps that has a host-side cause (launch overhead, data
+    loading, host sync); severity: that against the analysed time (the steady steps' wall time),
+    on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
+    windows are cut from the device's active window (first to last GPU work, as nsys does) and the
+    shares in the message are of that window. Location: where most of the low windows' idle ends
+    (the user stage around the launch of the next work, else its op, else its kernel), never the
+    device index.
 """
 
 from __future__ import annotations
@@ -73,14 +61,31 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass import timeline as tl
-from traceclass.analysis import gpu_gaps as gg
+from traceclass.analysis import gap_causes
+from traceclass.analysis import labels
 from traceclass.analysis.locations import device_tag, heaviest
+from traceclass.facts import gaps as fgaps
+from traceclass.facts import steps as fsteps
+from traceclass.facts import syncs as fsyncs
 from traceclass.model import GpuKind
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC601", name="low-utilization", family="utilization",
+RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
-                needs=("gpu",))
+                needs=(Need.GPU,), gpu_idle=True,
+                thresholds=(
+                    Threshold('max_util_pct', 50.0, '%',
+                              '``nsys analyze gpu_time_util``\'s limit and torch-tb-profiler\'s "GPU utilization < 50 %" '
+                              'recommendation.'),
+                    Threshold('chunks_per_step', 30, 'count per step',
+                              "``gpu_time_util``'s default chunk count, applied per step."),
+                    Threshold('min_chunk_us', 100.0, 'us',
+                              "a chunk must hold about ten launches (10 x TraceLens' 10 us short-kernel limit) for its "
+                              'utilisation to mean more than "inside a kernel or not"; short steps get fewer chunks.'),
+                    Threshold('short_kernel_us', 10.0, 'us',
+                              "TraceLens' short-kernel threshold, as TC201's ``max_kernel_us`` (keep the two equal when "
+                              'overriding).'),
+                ))
 
 NO_WORK = "no-gpu-work"
 
@@ -89,15 +94,15 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     trace = ctx.trace
     if not (trace.gpu.kind != GpuKind.SYNC).any():
         return
-    st = gg.steps(trace, ctx.analysis)
-    ev = gg.sync_events(trace)
-    host = gg.host_view(trace, ev)
-    devices = gg.active_devices(trace)
+    st = ctx.facts.steps
+    ev = ctx.facts.sync_events
+    host = ctx.facts.host_view
+    devices = ctx.facts.active_devices
     for dev in devices:
-        gaps = gg.device_gaps(trace, dev)
+        gaps = ctx.facts.gaps(dev)
         if len(gaps.busy[0]) == 0:  # only zero-length rows (integer-us traces): no timeline
             continue
-        causes = gg.gap_causes(trace, gaps, host)
+        causes = gap_causes.gap_causes(trace, gaps, host)
         windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
@@ -107,7 +112,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
 
 
-def _basis_ns(ctx: Context, st: gg.Steps, gaps: gg.Gaps) -> int:
+def _basis_ns(ctx: Context, st: fsteps.Steps, gaps: fgaps.Gaps) -> int:
     """What the windows are cut from: the steady steps, or without steps the device's active window
     (nsys' choice; the trace's own bounds would add idle nothing explains)."""
     if st.synthetic:
@@ -115,7 +120,7 @@ def _basis_ns(ctx: Context, st: gg.Steps, gaps: gg.Gaps) -> int:
     return ctx.analysed_ns
 
 
-def _windows(th: Mapping[str, Any], st: gg.Steps, gaps: gg.Gaps, analysed: np.ndarray) -> list[dict[str, Any]]:
+def _windows(th: Mapping[str, Any], st: fsteps.Steps, gaps: fgaps.Gaps, analysed: np.ndarray) -> list[dict[str, Any]]:
     """Low windows of every step; ``steady`` ones lie in steps of the analysed time (not warm-up,
     not an empty step the stage analysis left out)."""
     busy = gaps.busy
@@ -146,8 +151,8 @@ class _WindowIndex:
     """A device's GPU rows by start time and its waits by wait time, so each window finds its
     own by binary search instead of scanning the whole trace (windows grow with the trace too)."""
 
-    def __init__(self, trace: Any, device: int, ev: gg.SyncEvents) -> None:
-        rows = gg.device_rows(trace, device)
+    def __init__(self, trace: Any, device: int, ev: fsyncs.SyncEvents) -> None:
+        rows = fgaps.device_rows(trace, device)
         order = np.argsort(trace.gpu.start_ns[rows], kind="stable")
         self.rows = rows[order]
         self.starts = trace.gpu.start_ns[self.rows]
@@ -169,8 +174,8 @@ class _WindowIndex:
         return np.sort(self.waits[lo:hi][self.end_ns[lo:hi] > s])
 
 
-def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Gaps, causes: gg.GapCauses,
-             ev: gg.SyncEvents, index: _WindowIndex) -> None:
+def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps.Gaps, causes: gap_causes.GapCauses,
+             ev: fsyncs.SyncEvents, index: _WindowIndex) -> None:
     trace = ctx.trace
     gpu = trace.gpu
     s, e = w["start"], w["end"]
@@ -179,7 +184,7 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
     clipped = np.minimum(gaps.end_ns[lo:hi], e) - np.maximum(gaps.start_ns[lo:hi], s)
     clipped = np.maximum(clipped, 0)
     by_cause = np.bincount(causes.cause[lo:hi], weights=clipped.astype(np.float64),
-                           minlength=len(gg.CAUSES)).astype(np.int64)
+                           minlength=len(gap_causes.CAUSES)).astype(np.int64)
     idle = (e - s) - w["busy"]
     outside = idle - int(by_cause.sum())  # before the device's first / after its last GPU work
     limit = th["short_kernel_us"] * 1000
@@ -188,16 +193,16 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: gg.Ga
         small = ((gpu.kind[r] == GpuKind.KERNEL) | (gpu.kind[r] == GpuKind.MEMSET)) & ~gpu.graph[r]
         return small & ((gpu.end_ns[r] - gpu.start_ns[r]) < limit)
 
-    launch = causes.cause[lo:hi] == gg.LAUNCH_OVERHEAD
+    launch = causes.cause[lo:hi] == gap_causes.LAUNCH_OVERHEAD
     between_short = int(clipped[launch & is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])].sum())
     rows = index.gpu_rows(s, e)
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
     waits = index.waits_in(s, e)
-    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gg.CAUSES, by_cause.tolist())), NO_WORK: outside},
+    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gap_causes.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
-             top=tuple(n for n, _ in gg.name_counts(trace, gpu.name[kern])[:3]))
+             top=tuple(n for n, _ in labels.name_counts(trace, gpu.name[kern])[:3]))
 
 
 def _sites(ctx: Context, next_rows: np.ndarray, idle: np.ndarray) -> list[tuple[str, int]]:
@@ -209,11 +214,11 @@ def _sites(ctx: Context, next_rows: np.ndarray, idle: np.ndarray) -> list[tuple[
     ok = a >= 0
     stage = np.full(len(next_rows), -1, dtype=np.int64)
     if ok.any():
-        stage[ok] = gg.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
+        stage[ok] = labels.stage_rows(trace, api.pid[a[ok]], api.tid[a[ok]], api.start_ns[a[ok]])
     out = []
     for k, r in enumerate(next_rows.tolist()):
         if stage[k] >= 0:
-            label = "in " + gg.short_label(trace.strings[int(ann.name[stage[k]])])
+            label = "in " + labels.short_label(trace.strings[int(ann.name[stage[k]])])
         elif gpu.op[r] >= 0:
             label = "before " + trace.strings[int(ops.name[gpu.op[r]])]
         else:
@@ -230,14 +235,14 @@ def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, i
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
 
 
-def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: str, windows: list[dict[str, Any]],
+def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, tag: str, windows: list[dict[str, Any]],
              basis: int) -> Finding:
     steady = [w for w in windows if w["steady"]]
     warm = [w for w in windows if not w["steady"]]
     length = sum(w["end"] - w["start"] for w in steady)
     busy = sum(w["busy"] for w in steady)
     idle = length - busy
-    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*gg.CAUSES, NO_WORK)}
+    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*gap_causes.CAUSES, NO_WORK)}
     between_short = sum(w["between_short"] for w in steady)
     kernels = sum(w["kernels"] for w in steady)
     short = sum(w["short"] for w in steady)
@@ -246,30 +251,30 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
     for w in steady:
         waits.update(w["waits"])
     explained = _explained(by_cause, between_short)
-    parts = ", ".join(f"{c} {gg.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
+    parts = ", ".join(f"{c} {labels.pct(ns, idle)} %" for c, ns in sorted(by_cause.items(), key=lambda kv: -kv[1]) if ns > 0)
     where = "the GPU's active window (no steps)" if st.synthetic else plural(ctx.analysed.steps_count, "steady step")
     pairs = [p for w in steady for p in w["sites"]]
     site = heaviest([p[0] for p in pairs], [p[1] for p in pairs]) or "without GPU work"
     message = (f"GPU {dev} busy less than {th['max_util_pct']:g} % (threshold) in {plural(len(steady), 'window')} "
                f"of {where}, most idle {site}: "
-               f"{gg.us(length)}, {gg.pct(length, basis)} % of the {'active window' if st.synthetic else 'analysed time'}, "
-               f"{gg.pct(busy, length)} % busy "
-               f"inside; its {gg.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
-               f"{th['short_kernel_us']:g} us, {gg.pct(between_short, idle)} % of the idle is launch overhead between two of them"
+               f"{labels.us(length)}, {labels.pct(length, basis)} % of the {'active window' if st.synthetic else 'analysed time'}, "
+               f"{labels.pct(busy, length)} % busy "
+               f"inside; its {labels.us(idle)} idle: {parts or 'none'}; {short} of {kernels} kernels there shorter than "
+               f"{th['short_kernel_us']:g} us, {labels.pct(between_short, idle)} % of the idle is launch overhead between two of them"
                + (f"; {plural(wait_events, 'host wait')}" if wait_events else "")
-               + (" -> see " + ", ".join(f"{k} ({gg.us(v)})" for k, v in explained.items()) if explained else ""))
+               + (" -> see " + ", ".join(f"{k} ({labels.us(v)})" for k, v in explained.items()) if explained else ""))
     evidence = []
-    for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:50]:
+    for w in sorted(windows, key=lambda w: (not w["steady"], -w["idle"]))[:MAX_EVIDENCE]:
         n = w["end"] - w["start"]
-        causes = ", ".join(f"{c} {gg.pct(ns, w['idle'])} %" for c, ns in
+        causes = ", ".join(f"{c} {labels.pct(ns, w['idle'])} %" for c, ns in
                            sorted(w["by_cause"].items(), key=lambda kv: -kv[1]) if ns > 0)
         evidence.append(Evidence(
-            what=(f"{gg.us(n)} at {gg.pct(w['busy'], n)} % busy ({plural(w['chunks'], 'chunk')} of {gg.us(w['chunk'])}), "
+            what=(f"{labels.us(n)} at {labels.pct(w['busy'], n)} % busy ({plural(w['chunks'], 'chunk')} of {labels.us(w['chunk'])}), "
                   f"idle by cause: {causes or 'none'}; {w['short']}/{w['kernels']} kernels < "
                   f"{th['short_kernel_us']:g} us" + (f"; waits: {', '.join(w['waits'])}" if w["waits"] else "")
                   + ("" if w["steady"] else " (warm-up step)")),
             start_ns=w["start"], end_ns=w["end"], duration_ns=n, count=w["kernels"], kernels=w["top"],
-            values={"busy_ns": w["busy"], "util_pct": gg.pct(w["busy"], n), "idle_ns": w["idle"],
+            values={"busy_ns": w["busy"], "util_pct": labels.pct(w["busy"], n), "idle_ns": w["idle"],
                     "idle_by_cause_ns": w["by_cause"], "kernels_count": w["kernels"],
                     "short_kernels_count": w["short"], "host_waits_count": w["wait_events"],
                     "host_wait_call_counts": dict(w["waits"]), "chunk_ns": w["chunk"],
@@ -278,18 +283,18 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: gg.Steps, dev: int, tag: s
         ))
     recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         message=message,
         recoverable_ns=recoverable,
         estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
                   "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
                   "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
-                  f"against the {gg.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
+                  f"against the {labels.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
         location=f"low utilization {site}{tag}", evidence=tuple(evidence),
-        values={"windows_count": len(steady), "low_ns": length, "low_pct": gg.pct(length, basis),
-                "busy_pct_inside": gg.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
+        values={"windows_count": len(steady), "low_ns": length, "low_pct": labels.pct(length, basis),
+                "busy_pct_inside": labels.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
                 "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),
                 "explained_by_ns": explained, "basis_ns": basis, "analysed_ns": ctx.analysed_ns,

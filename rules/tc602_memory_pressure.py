@@ -34,11 +34,7 @@ Example
     (mixed_stack: 78.4 MB allocated).
 
 Thresholds
-    ``min_peak_pct`` (90.0): torch-tb-profiler's recommendation fires when peak memory exceeds
-    90 % of ``totalGlobalMem``: above it, the allocator's cache, the CUDA context and the
-    workspaces of cuBLAS/cuDNN/NCCL (not counted in the allocator totals) leave little room.
-    Severity: the allocator calls' time inside the steady steps against the analysed time, on
-    the shared scale, at least ``low`` (a full GPU is a risk even when it costs no time yet).
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC602``).
 """
 
 from __future__ import annotations
@@ -50,11 +46,19 @@ import numpy as np
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.memory import DEVICE_TYPE_LABEL, MemoryPeak, allocator_calls, memory_peaks
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC602", name="memory-pressure", family="memory",
+RULE = RuleInfo(code="TC602", name="memory-pressure", family=Family.MEMORY,
                 summary="peak GPU memory (allocated/reserved) near the device's capacity; host peak as info",
-                needs=("memory",))
+                needs=(Need.MEMORY,),
+                thresholds=(
+                    Threshold('min_peak_pct', 90.0, '%',
+                              "torch-tb-profiler's recommendation fires when peak memory exceeds 90 % of "
+                              "``totalGlobalMem``: above it, the allocator's cache, the CUDA context and the workspaces "
+                              'of cuBLAS/cuDNN/NCCL (not counted in the allocator totals) leave little room. Severity: '
+                              "the allocator calls' time inside the steady steps against the analysed time, on the "
+                              'shared scale, at least ``low`` (a full GPU is a risk even when it costs no time yet).'),
+                ))
 
 FIX = ("Hold less memory: activation checkpointing (torch.utils.checkpoint), mixed precision (torch.autocast bf16/fp16), "
        "smaller micro-batches with gradient accumulation, FSDP/ZeRO sharding; against fragmentation (reserved far above "
@@ -110,7 +114,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
                 start_ns=int(api.start_ns[calls[m]].min()), end_ns=int(api.end_ns[calls[m]].max()),
                 duration_ns=int(dur[m].sum()), count=int(m.sum()), values={"kind": "allocator calls"}))
     return Finding(
-        code=RULE.code, name=RULE.name, severity=severity, message=message, recoverable_ns=call_ns,
+        severity=severity, message=message, recoverable_ns=call_ns,
         estimate=("host time of the cudaMalloc/cudaFree calls inside the steady steps (the caching allocator "
                   "releasing and re-allocating under pressure); the out-of-memory risk itself costs no time until "
                   "it fails, so the severity is at least low. Severity: share of the analysed time."),
@@ -125,7 +129,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
 
 def _host_finding(p: MemoryPeak) -> Finding:
     return Finding(
-        code=RULE.code, name=RULE.name, severity="info",
+        severity="info",
         message=(f"host (CPU) memory: peak {size_text(p.peak_allocated_bytes)} allocated by PyTorch's CPU allocator "
                  f"({plural(p.events, 'memory event')}); the trace does not give the host's memory size"),
         recoverable_ns=0, estimate="nothing to recover: the host peak is reported for reference",

@@ -37,11 +37,7 @@ Example
     1.4 %; 103 ms of it in 8 all-reduces.
 
 Thresholds
-    ``min_exposed_pct`` (5.0): a device is reported when its exposed communication is at least 5 %
-    of the analysed time: TraceLens' pre-check flags exposed communication above 5 % (and
-    overlap below 70 %); torch-tb-profiler advises gradient compression/accumulation when
-    communication takes more than 10 % of the step. Severity: the exposed time against the
-    analysed time, on the shared scale.
+    Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC701``).
 """
 
 from __future__ import annotations
@@ -54,13 +50,20 @@ from traceclass import timeline as tl
 from traceclass.analysis import comm
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Finding, RuleInfo, plural
+from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
-RULE = RuleInfo(code="TC701", name="exposed-communication", family="communication",
+RULE = RuleInfo(code="TC701", name="exposed-communication", family=Family.COMMUNICATION,
                 summary="collective communication not overlapped by compute: exposed share of step time, overlap %",
-                needs=("gpu",))
+                needs=(Need.GPU,),
+                thresholds=(
+                    Threshold('min_exposed_pct', 5.0, '%',
+                              'a device is reported when its exposed communication is at least 5 % of the analysed '
+                              "time: TraceLens' pre-check flags exposed communication above 5 % (and overlap below 70 "
+                              '%); torch-tb-profiler advises gradient compression/accumulation when communication takes '
+                              'more than 10 % of the step. Severity: the exposed time against the analysed time, on the '
+                              'shared scale.'),
+                ))
 
-MAX_EVIDENCE = 50
 FIX = ("Overlap communication with compute: no sync between backward() and the optimizer so DDP all-reduces buckets "
        "during backward (bucket_cap_mb, gradient_as_bucket_view=True); FSDP backward_prefetch/forward_prefetch; "
        "async_op=True collectives waited on late. Communicate less: gradient accumulation with no_sync(), larger "
@@ -105,7 +108,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, rows: np.n
                f"x{top.count} ({duration_text(top.duration_ns)} exposed)")
     names = sorted(e.values["collective"] for e in evidence[:2])
     return Finding(
-        code=RULE.code, name=RULE.name, severity=ctx.severity(exposed), message=message, recoverable_ns=exposed,
+        severity=ctx.severity(exposed), message=message, recoverable_ns=exposed,
         estimate=("communication-kernel time inside the steady steps with no compute kernel running on the device "
                   "(union over streams); an upper bound of what overlapping saves: part of it can be waiting for "
                   "slower ranks, which overlap does not remove. Severity: share of the analysed time."),
@@ -146,4 +149,4 @@ def _evidence(ctx: Context, rows: np.ndarray, cover: tl.Intervals) -> tuple[Evid
                     "bytes": int(nb.sum()) if known_b.all() else None,
                     "mean_message_bytes": int(nb.mean()) if known_b.all() and len(r) else None}))
     out.sort(key=lambda e: (-(e.duration_ns or 0), e.values["collective"]))
-    return tuple(out[:MAX_EVIDENCE])
+    return tuple(out)  # the engine keeps the first rule.MAX_EVIDENCE

@@ -1,4 +1,4 @@
-"""Import direction: ingest -> model -> analysis/rules -> report -> render -> cli.
+"""Import direction: ingest -> model -> facts/analysis -> rules -> report -> render -> cli.
 
 Walks every module's imports with ``ast`` (including imports inside functions) and checks
 that no layer reaches a layer above it.
@@ -17,17 +17,18 @@ RULES = ROOT / "rules"
 
 # layer -> traceclass subpackages/modules it must not import
 FORBIDDEN = {
-    "model": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "registry", "compare",
+    "model": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare",
               "costmodel", "hardware", "export"},
-    "ingest": {"analysis", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "costmodel": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
-    "hardware": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
-    "timeline": {"ingest", "analysis", "report", "render", "cli", "rules", "engine", "compare"},
+    "ingest": {"analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "costmodel": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "hardware": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "timeline": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
     "analysis": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "facts": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
     "rules": {"ingest", "report", "render", "cli", "engine", "compare", "export"},
     "report": {"ingest", "render", "cli", "rules", "compare"},
     "render": {"ingest", "cli", "rules", "engine", "compare", "costmodel"},
-    "export": {"report", "render", "cli", "rules", "engine", "compare"},
+    "export": {"facts", "report", "render", "cli", "rules", "engine", "compare"},
 }
 
 

@@ -1,7 +1,7 @@
 """Configuration: one object, built once, passed down. No globals, no environment switches.
 
-Sources, later ones winning: built-in defaults (analysis settings below; rule thresholds in
-``rules/thresholds.toml``), ``[tool.traceclass]`` in the ``pyproject.toml`` of the current
+Sources, later ones winning: built-in defaults (analysis settings below; rule thresholds as
+each rule declares them in ``RULE.thresholds``, listed in ``rules/thresholds.toml``), ``[tool.traceclass]`` in the ``pyproject.toml`` of the current
 directory, a ``--config FILE`` (TOML, same layout as ``[tool.traceclass]``), then CLI flags.
 Unknown keys are errors, so a typo never silently keeps a default.
 
@@ -28,7 +28,6 @@ import math
 import os
 import re
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -75,13 +74,10 @@ class Config:
 
 
 def default_thresholds() -> dict[str, dict[str, Any]]:
-    """Rule thresholds shipped in rules/thresholds.toml."""
-    try:
-        text = resources.files("traceclass.rules").joinpath("thresholds.toml").read_text("utf-8")
-    except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    data = tomllib.loads(text)
-    return {k: dict(v) for k, v in data.items() if isinstance(v, dict)}
+    """Rule thresholds as the rules declare them (``RuleInfo.thresholds``), a fresh copy."""
+    from traceclass.registry import default_thresholds as declared
+
+    return {code: dict(th) for code, th in declared().items()}
 
 
 DEFAULT_CHECK = {

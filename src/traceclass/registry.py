@@ -1,8 +1,9 @@
 """Discovery of the rules in ``traceclass.rules`` (the top-level ``rules/`` folder).
 
 A rule module is named ``tc<NNN>_<slug>.py`` and defines ``RULE`` and ``check``; its
-thresholds live in ``rules/thresholds.toml`` under ``[TC<NNN>]``. Discovery checks that the
-file name matches the code and the slug, and that codes are unique.
+thresholds are declared in ``RULE.thresholds`` (``rules/thresholds.toml`` is generated from
+them by :func:`thresholds_toml`). Discovery checks that the file name matches the code and the
+slug, and that codes are unique.
 """
 
 from __future__ import annotations
@@ -71,3 +72,35 @@ def find(code_or_name: str) -> LoadedRule:
         if r.info.code == key.upper() or r.info.name == key:
             return r
     raise ConfigError(f"unknown rule {key!r} (see `traceclass rules`)")
+
+
+def default_thresholds() -> dict[str, dict[str, object]]:
+    """Rule code -> threshold name -> default, as the rules declare them."""
+    return {r.info.code: r.info.defaults() for r in all_rules() if r.info.thresholds}
+
+
+TOML_HEAD = """\
+# Default thresholds of the built-in rules: one table per rule code, units in key names.
+# Users override them in [tool.traceclass.rules.TCnnn] (pyproject.toml) or a --config file.
+# Generated from each rule's RULE.thresholds by `traceclass rules --format toml > rules/thresholds.toml`
+# (a test checks it); `traceclass explain CODE` prints the rule's documentation.
+"""
+
+
+def thresholds_toml() -> str:
+    """``rules/thresholds.toml``: every rule's declared thresholds, each with its unit and reason."""
+    import json
+    import textwrap
+
+    out = [TOML_HEAD]
+    for r in all_rules():
+        if not r.info.thresholds:
+            continue
+        out.append(f"\n[{r.info.code}]  # {r.info.name}\n")
+        for t in r.info.thresholds:
+            note = textwrap.wrap(f"{t.name} ({t.unit}): {t.reason}", 98)
+            out += [f"# {line}\n" for line in note]
+            value = json.dumps(t.default) if isinstance(t.default, str) else repr(t.default).lower() \
+                if isinstance(t.default, bool) else repr(t.default)
+            out.append(f"{t.name} = {value}\n")
+    return "".join(out)

@@ -4,11 +4,19 @@ A rule is a module in ``rules/`` named ``tc<NNN>_<slug>.py`` that defines
 
 * a docstring with the sections What it finds / Why it matters / How to fix / Example /
   Thresholds (checked by tests/rules/test_catalogue.py),
-* ``RULE = RuleInfo(code="TC201", name="small-kernel-storm", family="launch", summary=...)``,
+* ``RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH, summary=...,
+  needs=(Need.GPU,), gpu_idle=True, thresholds=(Threshold(...), ...))``: what the rule needs
+  (the engine skips it with a note when the trace lacks it), whether its recoverable time is
+  GPU idle time (several rules measure the same idle time; the report counts it once), and its
+  thresholds, each with its default, unit and the reason for the default,
 * ``check(ctx: Context, th: Thresholds) -> Iterable[Finding]``, pure: no I/O, no printing.
 
-``Thresholds`` is the rule's table from ``rules/thresholds.toml`` (merged with user
-overrides), a read-only mapping with units in the key names (``max_kernel_us``).
+``Thresholds`` is the rule's declared defaults merged with user overrides
+(``[tool.traceclass.rules.TCnnn]``, ``--config``), a read-only mapping with units in the key names
+(``max_kernel_us``). ``rules/thresholds.toml`` is generated from the declarations.
+
+The engine stamps ``code`` and ``name`` on every finding and caps its evidence at
+:data:`MAX_EVIDENCE` rows; a rule fills in neither.
 
 Conventions every rule follows:
 
@@ -31,27 +39,125 @@ Conventions every rule follows:
 from __future__ import annotations
 
 import dataclasses
-import functools
+import enum
 import hashlib
 from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from traceclass.analysis import Analysis
-from traceclass.analysis.analysed import AnalysedTime, analysed_time, gpu_in_analysed
+from traceclass.facts import Facts
+from traceclass.facts.analysed import AnalysedTime
 from traceclass.model import Trace
 
-SEVERITIES = ("high", "medium", "low", "info")
+class Severity(enum.StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"  # nothing recoverable: kept in the JSON report, folded in tables
+
+
+SEVERITIES = tuple(s.value for s in Severity)
+
+
+class Family(enum.StrEnum):
+    """What kind of problem a rule finds (groups rules in the catalogue)."""
+
+    COMPUTE = "compute"
+    LAUNCH = "launch"
+    SYNC = "sync"
+    DATA = "data"
+    COPY = "copy"
+    LAYOUT = "layout"
+    CPU = "cpu"
+    UTILIZATION = "utilization"
+    MEMORY = "memory"
+    COMMUNICATION = "communication"
+
+
+class Need(enum.StrEnum):
+    """Data a rule reads; the engine skips a rule whose trace lacks it (see :func:`lacks`)."""
+
+    GPU = "gpu"  # GPU activities (kernels, copies, sets, sync records)
+    OPS = "ops"  # framework ops (torch.profiler)
+    SHAPES = "shapes"  # op input shapes (record_shapes=True, emit_nvtx with shapes)
+    SAMPLES = "samples"  # CPU stack samples (py-spy, nsys)
+    PYTHON = "python"  # Python call stacks (with_stack=True)
+    MEMORY = "memory"  # allocator events (profile_memory=True)
+
+    @property
+    def missing(self) -> str:
+        """How the report says the trace lacks it."""
+        return _MISSING[self]
+
+
+_MISSING = {
+    Need.GPU: "no GPU activity",
+    Need.OPS: "no framework ops",
+    Need.SHAPES: "no op input shapes",
+    Need.SAMPLES: "no CPU samples",
+    Need.PYTHON: "no Python stacks",
+    Need.MEMORY: "no memory events",
+}
+
+
+def has(trace: Trace, need: Need) -> bool:
+    """Whether the trace holds the data ``need`` names."""
+    if need is Need.GPU:
+        return len(trace.gpu) > 0
+    if need is Need.OPS:
+        return len(trace.ops) > 0
+    if need is Need.SHAPES:
+        return len(trace.ops) > 0 and "shapes" in trace.captured
+    if need is Need.SAMPLES:
+        return len(trace.samples) > 0
+    if need is Need.PYTHON:
+        return len(trace.python) > 0
+    if need is Need.MEMORY:
+        return len(trace.memory) > 0
+    raise ValueError(need)
+
+
+def lacks(trace: Trace, needs: tuple[Any, ...]) -> list[str]:
+    """What the trace lacks of ``needs`` (empty: the rule can run), as report phrases."""
+    out = []
+    for req in needs:
+        alts = tuple(Need(n) for n in (req if isinstance(req, tuple) else (req,)))
+        if not any(has(trace, n) for n in alts):
+            out.append(", ".join(n.missing for n in alts))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """One rule threshold: its key (unit in the name), default, unit and why it has that value."""
+
+    name: str  # "max_kernel_us"
+    default: int | float | str | bool
+    unit: str  # "us", "%", "count", "bytes", "ratio", "regex" ...
+    reason: str  # why the default is what it is (a measurement, a peer's default...)
 
 
 @dataclasses.dataclass(frozen=True)
 class RuleInfo:
     code: str  # "TC201"
     name: str  # "small-kernel-storm": the pattern found, kebab-case
-    family: str  # "launch", "copy", "layout", "sync", "compute", "cpu", "utilization", "data",
-    #              "communication", "memory"
+    family: Family
     summary: str  # one line for `traceclass rules`
-    needs: tuple[str, ...] = ()  # data the rule needs: "gpu", "ops", "shapes", "samples", "python", "memory"
+    needs: tuple[Any, ...] = ()  # Need or tuple of alternative Needs, all required
+    gpu_idle: bool = False  # recoverable time is GPU idle time (overlaps other such rules)
+    thresholds: tuple[Threshold, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", Family(self.family))
+        object.__setattr__(self, "needs", tuple(tuple(Need(n) for n in r) if isinstance(r, tuple) else Need(r)
+                                                for r in self.needs))
+
+    def defaults(self) -> dict[str, Any]:
+        return {t.name: t.default for t in self.thresholds}
+
+
+#: evidence rows kept per finding (the engine cuts longer lists; rules order them worst first)
+MAX_EVIDENCE = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +179,11 @@ class Evidence:
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # units in key names
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Finding:
-    code: str
-    name: str
-    severity: str
+    code: str = ""  # stamped by the engine from the rule's RULE
+    name: str = ""
+    severity: Severity
     message: str  # one line: measured value next to the threshold
     recoverable_ns: int  # what fixing it would save (an estimate; see `estimate`)
     estimate: str  # how recoverable_ns was estimated
@@ -95,18 +201,23 @@ class Finding:
 
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """What a rule may read: the trace and the shared analyses (computed once)."""
+    """What a rule may read: the trace and its facts (:class:`traceclass.facts.Facts`, each
+    computed once and shared by every rule and the report)."""
 
     trace: Trace
-    analysis: Analysis
+    analysis: Facts  # the historical name; ``facts`` is the same object
+
+    @property
+    def facts(self) -> Facts:
+        return self.analysis
 
     def name(self, code: int) -> str:
         return self.trace.strings[code]
 
-    @functools.cached_property
+    @property
     def analysed(self) -> AnalysedTime:
         """The steady-state step windows (the whole trace without steps); see ``analysed_ns``."""
-        return analysed_time(self.analysis)
+        return self.analysis.analysed
 
     @property
     def analysed_ns(self) -> int:
@@ -114,16 +225,16 @@ class Context:
         none): the one denominator of every rule's severity."""
         return self.analysed.total_ns
 
-    def severity(self, recoverable_ns: int) -> str:
+    def severity(self, recoverable_ns: int) -> Severity:
         """The shared scale: :func:`severity_for` against ``analysed_ns`` with the floors
         :data:`HIGH_MIN_NS` / :data:`MEDIUM_MIN_NS`; ``info`` when nothing is recoverable."""
         return severity_for(recoverable_ns, self.analysed_ns, high_min_ns=HIGH_MIN_NS, medium_min_ns=MEDIUM_MIN_NS,
                             zero="info")
 
-    @functools.cached_property
+    @property
     def gpu_analysed(self) -> np.ndarray:
         """Mask over ``trace.gpu``: work launched inside the analysed windows (all work without steps)."""
-        return gpu_in_analysed(self.trace, self.analysed)
+        return self.analysis.gpu_analysed
 
 
 class Thresholds(Protocol):
@@ -145,7 +256,7 @@ MEDIUM_MIN_NS = 100_000
 
 
 def severity_for(recoverable_ns: int, total_ns: int, high_pct: float = 10.0, medium_pct: float = 3.0, *,
-                 high_min_ns: int = 0, medium_min_ns: int = 0, zero: str = "low") -> str:
+                 high_min_ns: int = 0, medium_min_ns: int = 0, zero: str = "low") -> Severity:
     """Severity from the share of ``total_ns`` a fix would recover.
 
     ``high``: >= ``high_pct`` % and >= ``high_min_ns``; ``medium``: >= ``medium_pct`` % and
@@ -154,15 +265,15 @@ def severity_for(recoverable_ns: int, total_ns: int, high_pct: float = 10.0, med
     serves rules whose quantities are not times (sample counts).
     """
     if recoverable_ns <= 0:
-        return zero
+        return Severity(zero)
     if total_ns <= 0:
-        return "low"
+        return Severity.LOW
     pct = 100.0 * recoverable_ns / total_ns
     if pct >= high_pct and recoverable_ns >= high_min_ns:
-        return "high"
+        return Severity.HIGH
     if pct >= medium_pct and recoverable_ns >= medium_min_ns:
-        return "medium"
-    return "low"
+        return Severity.MEDIUM
+    return Severity.LOW
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

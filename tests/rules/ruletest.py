@@ -8,6 +8,7 @@ from typing import Any
 
 from traceclass.analysis import analyze
 from traceclass.config import AnalysisConfig, default_thresholds
+from traceclass.engine import check_rule
 from traceclass.ingest import load
 from traceclass.model import Trace
 from traceclass.registry import find
@@ -24,4 +25,4 @@ def findings_for(trace: Trace | str | Path, code: str, analysis_config: Analysis
     assert not unknown, f"unknown thresholds for {code}: {unknown}"
     th.update(overrides)
     ctx = Context(trace=t, analysis=analyze(t, analysis_config or AnalysisConfig()))
-    return list(rule.module.check(ctx, MappingProxyType(th)))
+    return check_rule(rule, ctx, MappingProxyType(th))

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import CORPUS, ROOT, corpus
 from traceclass.analysis import analyze
+from traceclass.engine import check_rule
 from traceclass.config import default_thresholds, load_config
 from traceclass.engine import run
 from traceclass.ingest import load
@@ -31,7 +32,7 @@ def _context(path: str) -> Context:
 def _findings(path: str | Path, code: str) -> list:
     rule = find(code)
     th = MappingProxyType(default_thresholds()[code])
-    return list(rule.module.check(_context(str(path)), th))
+    return check_rule(rule, _context(str(path)), th)
 
 
 @pytest.mark.skipif(not FILES, reason="corpus not available")

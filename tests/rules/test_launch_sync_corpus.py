@@ -10,6 +10,7 @@ import pytest
 
 from conftest import CORPUS, corpus
 from traceclass.analysis import analyze
+from traceclass.engine import check_rule
 from traceclass.config import default_thresholds
 from traceclass.ingest import load
 from traceclass.registry import find
@@ -35,7 +36,7 @@ def _context(rel: str) -> Context:
 def _findings(rel: str, code: str) -> list[Finding]:
     rule = find(code)
     th = MappingProxyType(dict(default_thresholds()[code]))
-    return list(rule.module.check(_context(rel), th))
+    return check_rule(rule, _context(rel), th)
 
 
 @pytest.mark.parametrize("rel", _corpus_files() or ["(corpus missing)"])
@@ -144,7 +145,7 @@ def test_cpu_trace_tiny_op_loop():
 
 def test_gpu_gaps_agree_with_the_device_timeline():
     """Gap lengths add up to the timeline's idle time (different code paths, same definition)."""
-    from traceclass.analysis import gpu_gaps as gg
+    from traceclass.facts import gaps as gg
 
     for rel in ("torch/gpu/a100_nccl_collectives.json.gz", "nsys/SamuelAmsih_CUDA__report14.sqlite"):
         ctx = _context(rel)

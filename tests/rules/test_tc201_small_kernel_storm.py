@@ -7,7 +7,7 @@ import pytest
 from ingest.nsys_fixtures import small_kernel_storm_export
 from kineto_builder import KinetoBuilder
 from ruletest import findings_for
-from traceclass.analysis.gpu_gaps import top_sequences, _greedy_count
+from traceclass.analysis.short_runs import top_sequences, _greedy_count
 from traceclass.ingest import load
 
 NAMES = (("aten::mul", "mul_kernel", 2_000), ("aten::add", "add_kernel", 3_000), ("aten::tanh", "tanh_kernel", 4_000))

@@ -11,7 +11,7 @@
   step instead of delaying it and is left out;
 * **data time** = the union of the data ranges on the critical threads (nested ranges such as
   ``stage:data`` around the DataLoader's ``__next__`` count once), clipped to the analysed windows
-  (:mod:`traceclass.analysis.analysed`).
+  (:mod:`traceclass.facts.analysed`).
 
 A *site* is a range name; the outermost data ranges (inside no other data range of their
 thread) name a finding. DataLoader ranges of every iterator class get one site name, ``DataLoader``, so the site stays
@@ -31,7 +31,7 @@ from traceclass.model import AnnotationKind, Trace
 from traceclass.model.nesting import group_ids
 
 #: user ranges that hold input-pipeline work: TC204's default ``data_stage_regex`` and TC202's
-#: data-loading cause (``gpu_gaps.DATA_STAGE``). A word must start
+#: data-loading cause (``facts.host.DATA_STAGE``). A word must start
 #: the name or follow a non-letter: ``stage:dataload``, ``## load_batch ##``, ``preprocess`` match,
 #: ``DistributedDataParallel.forward`` and ``offload`` do not.
 DEFAULT_PATTERN = r"(?i)(^|[^a-z])(data|load|batch|prefetch|collate|input|preprocess)"

@@ -79,10 +79,6 @@ def kernel_family(name: str) -> str:
     return "other"
 
 
-def is_comm_name(name: str) -> bool:
-    return COMM_PATTERN.search(name) is not None
-
-
 def gpu_family_codes(trace: Trace) -> np.ndarray:
     """Family per ``trace.gpu`` row as an index into :data:`FAMILY_ORDER` (int8), computed once
     per distinct name."""

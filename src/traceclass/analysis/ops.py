@@ -16,7 +16,7 @@ Labels: modeled ops get a roofline point; ops without a model but with kernels, 
 without an op, get a label from the kernel-name family, marked heuristic; collective ops
 (``record_param_comms``, ``c10d::*``, ``nccl:*``) are ``communication``. Ops recorded without
 dtypes (Nsight ``emit_nvtx`` ranges) take the dtype their kernels' names show, or fp32,
-and say so. Work that starts inside warm-up steps is left out (steady state only).
+and say so (:mod:`traceclass.analysis.op_costs`). Work that starts inside warm-up steps is left out (steady state only).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 from traceclass import costmodel
 from traceclass import timeline as tl
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
+from traceclass.analysis.op_costs import estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
@@ -109,80 +110,6 @@ def _dominant_dtype(inputs: OpInputs | None) -> str:
     return ""
 
 
-_KERNEL_DTYPE = [
-    ("bf16", re.compile(r"(?i)bf16|bfloat16")),
-    ("fp8", re.compile(r"(?i)fp8|e4m3|e5m2|f8f8")),
-    ("fp16", re.compile(r"(?i)fp16|half|f16|h884|h1688|h16816|hgemm|_h_|hmma")),
-    ("int8", re.compile(r"(?i)int8|i8i8|imma")),
-    ("fp64", re.compile(r"(?i)double|dgemm|fp64|f64")),
-    ("fp32", re.compile(r"(?i)sgemm|fp32|f32|s884|s1688|s16816|tf32|float")),
-]
-_DTYPE_TEXT = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp8": "c10::Float8_e4m3fn", "int8": "signed char",
-               "fp64": "double", "fp32": "float"}
-
-
-def _dtype_from_kernels(names: list[str]) -> str | None:
-    for dtype, pat in _KERNEL_DTYPE:
-        if any(pat.search(n) for n in names):
-            return dtype
-    return None
-
-
-def _fill_dtypes(inputs: OpInputs, dtype: str) -> OpInputs:
-    text = _DTYPE_TEXT[dtype]
-    return dataclasses.replace(inputs, dtypes=tuple(text if d is not None and not t else t
-                                                    for d, t in zip(inputs.dims, inputs.dtypes)))
-
-
-def _estimate_all(trace: Trace) -> tuple[dict[tuple[int, int], costmodel.OpCost | None], np.ndarray,
-                                          np.ndarray, np.ndarray, dict[int, str]]:
-    """Cost per distinct (name, inputs), and per-row modeled/flops/bytes."""
-    ops = trace.ops
-    n_ops = len(ops)
-    costs: dict[tuple[int, int], costmodel.OpCost | None] = {}
-    inferred: dict[int, str] = {}
-    if not n_ops:
-        z = np.zeros(0)
-        return costs, z.astype(bool), z, z, inferred
-    inv, n_pairs = group_ids(ops.name.astype(np.int64), ops.inputs.astype(np.int64))
-    first = np.zeros(n_pairs, dtype=np.int64)
-    first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
-    pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
-    ok = np.zeros(len(pair), dtype=bool)
-    fl = np.zeros(len(pair))
-    by = np.zeros(len(pair))
-    kernel_names = _kernel_names_by_pair(trace, inv) if len(trace.gpu) else {}
-    for k, (nc, ic) in enumerate(pair.tolist()):
-        inputs = trace.inputs[ic]
-        if inputs is not None and inputs.dims and not any(inputs.dtypes):
-            # shapes without dtypes (Nsight emit_nvtx): the kernels' names usually say
-            names = kernel_names.get(k, [])
-            dtype = _dtype_from_kernels(names)
-            how = f"dtype {dtype} read from its kernel names" if dtype else "dtype not recorded: fp32 assumed"
-            inputs = _fill_dtypes(inputs, dtype or "fp32")
-            inferred[ic] = how
-        c = costmodel.estimate(trace.strings[nc], inputs)
-        if c is not None and ic in inferred:
-            c = dataclasses.replace(c, note="; ".join(x for x in (c.note, inferred[ic]) if x))
-        costs[(nc, ic)] = c
-        ok[k] = c is not None
-        if c is not None:
-            fl[k], by[k] = c.flops, c.bytes
-    return costs, ok[inv], fl[inv], by[inv], inferred
-
-
-def _kernel_names_by_pair(trace: Trace, pair_of_op: np.ndarray) -> dict[int, list[str]]:
-    gpu = trace.gpu
-    rows = np.flatnonzero((gpu.op >= 0) & (gpu.kind == GpuKind.KERNEL))
-    out: dict[int, list[str]] = {}
-    if not len(rows):
-        return out
-    keys = pair_of_op[gpu.op[rows]]
-    for k, sel in _slices(keys, rows).items():
-        out[k] = [trace.strings[c] for c in np.unique(gpu.name[sel]).tolist()]
-    return out
-
-
 def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_latency_floor_ns: float,
                 latency_call_ns: float = math.inf, cpu_latency_call_ns: float = math.inf,
                 warmup_windows: np.ndarray | None = None, cpu_roof: bool = True,
@@ -192,7 +119,7 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     kernels were not captured must not be judged against a CPU)."""
     ops = trace.ops
     n_ops = len(ops)
-    costs, modeled, flops_row, bytes_row, inferred = _estimate_all(trace)
+    costs, modeled, flops_row, bytes_row, inferred = estimate_all(trace)
     parent = ops.parent.astype(np.int64)
     demoted = _wrappers(parent, modeled, flops_row, bytes_row)
     owner_mask = modeled & ~demoted
@@ -257,8 +184,8 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         grp_of_op = np.full(len(ops), -1, dtype=np.int64)
         grp_of_op[owners] = inv
         g_grp = grp_of_op[g_owner[rows]]
-        row_slices = _slices(g_grp, rows)
-        mem_slices = _slices(inv, owners)
+        row_slices = slices_by_key(g_grp, rows)
+        mem_slices = slices_by_key(inv, owners)
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices.get(k, np.zeros(0, np.int64))
             sel = row_slices.get(k, np.zeros(0, np.int64))
@@ -270,12 +197,12 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         graph_rows = np.flatnonzero(orphan & gpu.graph)
         if len(graph_rows):
             launch_names = np.where(gpu.api[graph_rows] >= 0, api.name[np.maximum(gpu.api[graph_rows], 0)], -1)
-            for ln, sel in _slices(launch_names, graph_rows).items():
+            for ln, sel in slices_by_key(launch_names, graph_rows).items():
                 label = f"graph replay ({trace.strings[ln] or 'graph launch'})"
                 groups.append(_kernel_group(env, sel, label, "graph"))
                 members_of.append((np.zeros(0, np.int64), sel))
         bare_rows = np.flatnonzero(orphan & ~gpu.graph)
-        for nc, sel in _slices(gpu.name[bare_rows], bare_rows).items():
+        for nc, sel in slices_by_key(gpu.name[bare_rows], bare_rows).items():
             groups.append(_kernel_group(env, sel, trace.strings[nc], "kernel"))
             members_of.append((np.zeros(0, np.int64), sel))
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, len(ops), len(gpu))
@@ -330,16 +257,6 @@ def _wrappers(parent: np.ndarray, modeled: np.ndarray, flops: np.ndarray, nbytes
         demoted[cur[covers]] = True
         cur = parent[cur]
     return demoted
-
-
-def _slices(keys: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
-    """Rows grouped by key: {key: rows with that key}, in one sort."""
-    if len(rows) == 0:
-        return {}
-    order = np.argsort(keys, kind="stable")
-    ks, rs = keys[order], rows[order]
-    cut = np.flatnonzero(np.diff(ks)) + 1
-    return {int(ks[lo]): rs[lo:hi] for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(rs)])}
 
 
 def _dominant_family(env: _Env, sel: np.ndarray | None) -> str:
@@ -510,7 +427,7 @@ def _cpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     members_of: list[tuple[np.ndarray, np.ndarray]] = []
     if len(owners):
         inv, uk = _group_keys(ops, owners, modeled)
-        mem_slices = _slices(inv, owners)
+        mem_slices = slices_by_key(inv, owners)
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices[k]
             groups.append(_op_group(env, nc, ic, leaf, members, owner_time, None, -1))

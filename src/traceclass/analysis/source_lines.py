@@ -55,12 +55,3 @@ def source_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndar
     codes = source_codes(trace, np.asarray(pid), np.asarray(tid), np.asarray(t))
     labels = {c: source_label(trace, c) for c in np.unique(codes).tolist()}
     return [labels[c] for c in codes.tolist()]
-
-
-def source_for_ops(trace: Trace, op_rows: np.ndarray) -> list[str | None]:
-    """Like :func:`source_for_points` for op rows; backward ops borrow their forward op's source."""
-    from traceclass.analysis.sites import op_source_codes, source_label
-
-    codes = op_source_codes(trace, np.asarray(op_rows, dtype=np.int64))
-    labels = {c: source_label(trace, c) for c in np.unique(codes).tolist()}
-    return [labels[c] for c in codes.tolist()]

@@ -61,6 +61,16 @@ class Occurrences:
         """Occurrences that count: not warm-up, not an empty step."""
         return ~self.warmup & ~self.empty
 
+    def basis(self, j: int) -> np.ndarray:
+        """Mask of the occurrences of stage ``j`` that its statistics cover: the steady ones;
+        a stage seen only in warm-up, its warm-up ones; else all of them."""
+        m = self.stage == j
+        steady = m & self.steady()
+        if steady.any():
+            return steady
+        warm = m & self.warmup
+        return warm if warm.any() else m
+
 
 @dataclasses.dataclass(frozen=True)
 class StageStats:
@@ -328,7 +338,7 @@ def stage_stats(occ: Occurrences, has_gpu: bool) -> list[StageStats]:
         m = occ.stage == j
         steady = m & steady_all
         warm = m & occ.warmup
-        basis = steady if steady.any() else (warm if warm.any() else m)
+        basis = occ.basis(j)
         w = wall[basis]
         busy = occ.gpu_busy_ns[basis]
         gpu_busy = int(busy[busy >= 0].sum()) if has_gpu else None

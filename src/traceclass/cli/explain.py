@@ -14,15 +14,23 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from traceclass.config import default_thresholds
+def explain(code: str) -> str:
+    """A rule's documentation followed by its declared thresholds (default, unit, reason)."""
+    import textwrap
+
     from traceclass.registry import find
 
-    rule = find(args.code)
-    th = default_thresholds().get(rule.info.code, {})
-    out = [f"{rule.info.code} {rule.info.name} ({rule.info.family})", "", rule.doc, ""]
-    if th:
-        out.append("Default thresholds (override in [tool.traceclass.rules." + rule.info.code + "]):")
-        out += [f"  {k} = {v!r}" for k, v in th.items()]
-    sys.stdout.write("\n".join(out).rstrip() + "\n")
+    rule = find(code)
+    info = rule.info
+    out = [f"{info.code} {info.name} ({info.family})", "", rule.doc, ""]
+    if info.thresholds:
+        out.append(f"Default thresholds (override in [tool.traceclass.rules.{info.code}]):")
+        for t in info.thresholds:
+            out.append(f"  {t.name} = {t.default!r} ({t.unit})")
+            out += textwrap.wrap(t.reason, 96, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    sys.stdout.write(explain(args.code))
     return 0

@@ -206,7 +206,7 @@ class ContainmentIndex:
         th_s, d_s = th[order], depth[order]
         change = np.flatnonzero((np.diff(th_s) != 0) | (np.diff(d_s) != 0)) + 1
         self.groups = [(int(th_s[lo]), int(d_s[lo]), order[lo:hi], self.start[order[lo:hi]])
-                       for lo, hi in zip(np.r_[0, change].tolist(), np.r_[change, self.n].tolist())]
+                       for lo, hi in zip(np.r_[0, change].tolist(), np.r_[change, self.n].tolist())] if self.n else []
 
     def threads_of(self, q_pid: np.ndarray, q_tid: np.ndarray) -> np.ndarray:
         """Thread number of each query's (pid, tid) in this index, -1 when it has no intervals."""

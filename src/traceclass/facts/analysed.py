@@ -1,5 +1,9 @@
 """The analysed time: the one stretch of wall time every rule's severity is measured against.
 
+This is the only definition of the steady-state steps: rule numerators (``Context.analysed``,
+``Steps.warmup``), the severity denominator (``Context.analysed_ns``) and the report's per-step
+series all read :attr:`traceclass.facts.Facts.analysed`.
+
 Definitions (integer ns):
 
 * **analysed windows** = the ``[start, end)`` ranges of the steady-state steps (``ProfilerStep#N``
@@ -19,11 +23,10 @@ Definitions (integer ns):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
 import numpy as np
 
 from traceclass import timeline as tl
+from traceclass.analysis.stages import Occurrences
 from traceclass.model import AnnotationKind, GpuKind, Trace
 
 
@@ -37,6 +40,8 @@ class AnalysedTime:
     synthetic: bool  # no steps in the trace: the whole trace is the one step
     step_start_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # each step,
     step_end_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # by start
+    occurrence: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # each step's
+    #                                                           index into the stage occurrences, by start
 
     @property
     def total_ns(self) -> int:
@@ -59,24 +64,25 @@ class AnalysedTime:
         return tl.intersect(iv, self.intervals)
 
 
-def analysed_time(analysis: Any) -> AnalysedTime:
+def analysed_time(occ: Occurrences) -> AnalysedTime:
     """Analysed windows from the stage occurrences (steps and their warm-up flags)."""
-    occ = analysis.occurrences
     if len(occ.stage) == 0:
         z = np.zeros(0, dtype=np.int64)
         return AnalysedTime(z, z.copy(), 0, bool(occ.synthetic))
     kinds = np.asarray(occ.kinds, dtype=np.int64)
     # occurrences that count: not warm-up (and, where the stage analysis sets them apart, not an
     # empty step the profiler closed without running it)
-    steady = occ.steady() if callable(getattr(occ, "steady", None)) else ~occ.warmup
+    steady = occ.steady()
     is_step = kinds[occ.stage] == AnnotationKind.STEP
     step = is_step & steady
     if not step.any():  # every step empty or warm-up: the steps that are not warm-up, else all
         step = is_step & ~occ.warmup if (is_step & ~occ.warmup).any() else is_step
     s, e = tl.merge(occ.start_ns[step], occ.end_ns[step])
-    order = np.argsort(occ.start_ns[step], kind="stable")
+    which = np.flatnonzero(step)
+    which = which[np.argsort(occ.start_ns[which], kind="stable")]
     return AnalysedTime(s, e, int(step.sum()), bool(occ.synthetic),
-                        occ.start_ns[step][order].astype(np.int64), occ.end_ns[step][order].astype(np.int64))
+                        occ.start_ns[which].astype(np.int64), occ.end_ns[which].astype(np.int64),
+                        which.astype(np.int64))
 
 
 def gpu_in_analysed(trace: Trace, at: AnalysedTime) -> np.ndarray:
