@@ -101,9 +101,13 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         return np.full(m, -1), np.zeros(m, dtype=np.int16), False
     parent = np.full(m, -1, dtype=np.int64)
     maxd = int(d.max()) if m else 0
+    # rows grouped by depth once (stable: ascending within a level), so each level is a slice
+    # and deep stacks cost O(m log m), not O(m x depth)
+    by_depth = np.argsort(d, kind="stable")
+    level_at = np.searchsorted(d[by_depth], np.arange(maxd + 2), side="left")
     for level in range(1, maxd + 1):
-        child = np.flatnonzero(d == level)
-        cand = np.flatnonzero(d == level - 1)
+        child = by_depth[level_at[level]:level_at[level + 1]]
+        cand = by_depth[level_at[level - 1]:level_at[level]]
         if len(cand) == 0:
             return parent, d.astype(np.int16), False
         k = np.searchsorted(cand, child, side="right") - 1
