@@ -42,6 +42,10 @@ Example
 Thresholds
     Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC201``).
 
+    Recoverable time (GPU storms): the idle inside the storm windows minus the floor per gap, and
+    at most its launch-overhead part in the shared idle attribution
+    (:mod:`traceclass.facts.idle_causes`): a sync or a host phase inside a window belongs to
+    its own rule. That time is part of TC202's launch overhead; the verdict counts the two once.
     Severity: recoverable time against the analysed time, the wall time of the steady-state steps
     (the whole trace when it has no ``ProfilerStep``), on the shared scale. Storms in warm-up
     steps, or launched outside any step, are counted apart and recover nothing. Location: the user
@@ -54,8 +58,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import timeline as tl
 from traceclass.analysis import labels
 from traceclass.analysis import short_runs
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.locations import device_tag
 from traceclass.facts import steps as fsteps
 from traceclass.model import GpuKind
@@ -139,10 +145,14 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[d
     out = []
     for dev in ctx.facts.active_devices:
         gaps = ctx.facts.gaps(dev)
-        for run in short_runs.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
-                               int(th["min_kernels_count"]), step_of):
-            if run.busy_ns * 100 >= th["max_busy_pct"] * run.window_ns:
-                continue
+        runs = [r for r in short_runs.gpu_runs(trace, gaps, int(th["max_kernel_us"] * 1000), int(th["max_gap_us"] * 1000),
+                                               int(th["min_kernels_count"]), step_of)
+                if r.busy_ns * 100 < th["max_busy_pct"] * r.window_ns]
+        # launch-overhead idle (shared attribution) inside each storm window, all runs at once
+        lo_in = tl.overlap_each(np.array([r.start_ns for r in runs], np.int64),
+                                np.array([r.end_ns for r in runs], np.int64),
+                                ctx.idle.intervals(ic.LAUNCH_OVERHEAD, dev)).tolist() if runs else []
+        for run, lo in zip(runs, lo_in):
             rows = run.rows
             a = gpu.api[rows]
             a = a[a >= 0]
@@ -152,7 +162,9 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[d
                 stage=stage, device=dev, run=run,
                 step=int(step_of[rows[0]]), items=gpu.name[rows],
                 kernels=int((gpu.kind[rows] == GpuKind.KERNEL).sum()), memsets=int((gpu.kind[rows] == GpuKind.MEMSET).sum()),
-                recoverable=int(np.maximum(run.gaps_ns - floor, 0).sum()),
+                # the storm's idle, minus the floor, within its launch-overhead part of the shared
+                # idle attribution (a sync or host phase inside the window belongs to its own rule)
+                recoverable=min(int(np.maximum(run.gaps_ns - floor, 0).sum()), int(lo)),
                 ops=labels.name_counts(trace, op_codes),
                 points=(api.pid[a], api.tid[a], api.start_ns[a]),
             ))
@@ -230,8 +242,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
     floor_text = (f"{th['host_op_floor_us']:g} us per op (the cost of the cheapest eager op)" if host else
                   f"{th['kernel_gap_floor_us']:g} us per gap (the GPU-side gap between already-queued kernels)")
     estimate = (f"{'storm window time' if host else 'idle time inside the storm windows'} of steady-state steps, "
-                f"minus {floor_text}; severity against the {labels.us(ctx.analysed_ns)} analysed (steady step time)"
-                + ("" if host else "; gaps >= 30 us inside storms are also listed by TC202"))
+                f"minus {floor_text}; severity against the {labels.us(ctx.analysed_ns)} analysed ({ctx.time_word})"
+                + ("" if host else ", within the launch-overhead idle of the shared attribution; gaps >= 30 us "
+                   "inside storms are also listed by TC202: the opportunities count launch overhead once"))
     warm = [s for s in group if not s["steady"]]
     evidence = []
     for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:MAX_EVIDENCE]:
@@ -259,7 +272,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=int(recoverable), estimate=estimate, fix=HOST_FIX if host else FIX,
         location=location, evidence=tuple(evidence),
-        values={"storms_count": len(steady), "items_count": items, "kernels_count": sum(s["kernels"] for s in steady),
+        values={"idle_cause": None if host else "launch-overhead", "storms_count": len(steady), "items_count": items,
+                "kernels_count": sum(s["kernels"] for s in steady),
                 "window_ns": window, "busy_ns": busy, "busy_pct": labels.pct(busy, window), "idle_ns": window - busy,
                 "idle_per_step_ns": (window - busy) // n_steps, "steady_steps_count": ctx.analysed.steps_count,
                 "warmup_storms_count": len(warm), "warmup_idle_ns": sum(s["run"].idle_ns for s in warm),

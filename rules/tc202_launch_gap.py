@@ -1,29 +1,20 @@
-"""Launch gap: the GPU idles between consecutive work while the host launches, waits or loads data.
+"""Launch gap: the GPU idles between consecutive work while the host dispatches the next launch.
 
 What it finds
     Idle gaps of at least ``min_gap_us`` between consecutive GPU work on one device, merged across
-    streams (a gap on one stream that another stream's work covers is no gap), each attributed to
-    what the thread that launched the work ending the gap did in the *host window*: from the
-    moment the GPU went idle to the start of that launch call. In this order:
-
-    * ``data-loading``: a DataLoader range or a user range named like data (``stage:data``,
-      ``## load_batch ##``, ``wait_for_batch``) covers at least ``min_host_share_pct`` of the
-      host window;
-    * ``host-sync``: the GPU went idle while the thread was blocked in a sync (a synchronize call,
-      ``aten::item``/``_local_scalar_dense``, a blocking or pageable copy): the wait drained the
-      GPU queue and the host could not run ahead (the gaps TC203 charges to its sync sites); or the
-      launch call of the next work blocks by itself (``cudaMemcpy`` from pageable memory) and takes
-      most of the gap;
-    * ``launch-overhead``: the thread ran ops, Python or runtime calls for at least
-      ``min_host_share_pct`` of the host window, or the launch call itself takes most of the gap:
-      the host is too slow to feed the GPU;
-    * ``unknown``: no launch was recorded for the next work (queued before the profiler started, a
-      page migration), most of the gap lies after the launch call returned (the GPU had the work
-      and waited on something else: a cross-stream event, another process), or the thread shows no
-      recorded activity (nsys without NVTX: only CUDA calls are visible).
-
-    The part of the gap after the launch call returned, the launch call itself and the host window
-    are compared first; the largest decides between GPU-side wait, launch call and host window.
+    streams (a gap on one stream that another stream's work covers is no gap), whose idle is
+    mostly *launch overhead* in the shared idle attribution (:mod:`traceclass.facts.idle_causes`,
+    one cause per stretch of idle, computed once for every rule): the thread that launches the work
+    ending the gap was on the dispatch path (ops, Python, runtime calls, or unrecorded time
+    between them) for a host window shorter than 1 ms, or inside the launch call itself. The rule
+    claims only that launch-overhead part of its gaps; the other parts are named with the rule
+    that claims them (host-sync -> TC203, data-loading -> TC204, host-work -> TC205,
+    initialisation -> TC206, outside-window -> TC207, communication -> TC701), so no time is
+    claimed twice. Two more findings claim nothing: gaps whose idle is mostly ``unknown`` (no
+    launch recorded, or most of the gap after the launch call returned: the GPU had the work and
+    waited on a cross-stream event or another process) and ``profiler-overhead`` (suspected:
+    trivial ops far apart while launches take microseconds, Python frames recorded with
+    ``with_stack`` filling the gap).
 
     One finding per device and cause, with totals per step (a gap belongs to the step in which the
     work that ends it was launched, on any thread); the first ``warmup_steps`` steps are reported
@@ -52,18 +43,22 @@ How to fix
 Example
     Corpus cuda_event_sync.json.gz: ``if t.gt(0).any():`` reads one byte back (``aten::is_nonzero``
     -> ``aten::item``: a pageable DtoH copy and ``cudaStreamSynchronize``). The GPU goes idle when
-    the copy ends, while the host waits, and stays idle 100 us until the next kernel: ``host-sync``.
-    The 48 us before ``aten::sum``'s kernel, with the host running ops 75 % of the time before the
-    launch, is ``launch-overhead``.
+    the copy ends, while the host waits, and stays idle 100 us until the next kernel: 40 us of it
+    (the time the host was blocked) are host-sync idle, claimed by TC203 and named here; the rest,
+    the host dispatching the next op, is launch overhead. With the 48 us before ``aten::sum``'s
+    kernel, three gaps of 178 us in all are mostly launch overhead: 127 us claimed.
 
 Thresholds
     Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC202``).
+    The share that names a host window's cause (half of it) and the 1 ms that separates a host
+    phase from launch overhead belong to the shared attribution (``MAJORITY``, ``HOST_PHASE_NS``
+    in :mod:`traceclass.facts.idle_causes`), so that every rule agrees.
 
-    Severity: recoverable time (steady-state gap time minus the 2 us GPU-side gap that remains
-    between already-queued kernels) against the analysed time, the wall time of the steady-state
-    steps (the whole trace when it has no ``ProfilerStep``), on the shared scale. ``unknown`` gaps
-    are reported with their time but claim nothing (``info``): without a cause there is no fix to
-    credit. Location: the cause and where most of the gap time ends (the user stage around the
+    Severity: recoverable time (the launch-overhead part of the steady-state gaps minus the 2 us
+    GPU-side gap that remains between already-queued kernels) against the analysed time, the wall
+    time of the steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared
+    scale. ``unknown`` and ``profiler-overhead`` gaps are reported with their time but claim nothing
+    (``info``). Location: the cause and where most of the gap time ends (the user stage around the
     launch of the work after the gaps, else its op, else its kernel), never the device index.
 """
 
@@ -75,6 +70,7 @@ import numpy as np
 
 from traceclass.analysis import gap_causes
 from traceclass.analysis import labels
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.facts import gaps as fgaps
@@ -83,29 +79,47 @@ from traceclass.facts import steps as fsteps
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
-                summary="GPU idle gaps between work, attributed to launch overhead, host syncs or data loading",
+                summary="GPU idle gaps between work caused by launch/dispatch overhead (other causes named, claimed by their rules)",
                 needs=(Need.GPU,), gpu_idle=True,
                 thresholds=(
                     Threshold('min_gap_us', 30.0, 'us',
                               "HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of back-to-back "
                               "launches (TC201 covers runs of them). nsys' ``gpu_gaps`` default of 500 ms would miss "
                               'every gap this rule is about.'),
-                    Threshold('min_host_share_pct', 50.0, '%',
-                              'data loading or host activity must fill at least half of the host window to be named its '
-                              'cause (the majority of the time); a sync needs no share, because once it drained the '
-                              'queue everything the host does after it is exposed.'),
                 ))
 
 FIXES = {
+    "profiler-overhead": "Profile again without with_stack (and with fewer record_function ranges): if the gaps "
+                         "shrink, they were the profiler's cost, not the program's.",
     "launch-overhead": "Let the host run ahead: CUDA graphs / torch.compile(mode='reduce-overhead'), fewer and larger "
                        "ops, Python work moved out of the step.",
     "host-sync": "Remove the sync from the step (see TC203): no .item()/.cpu()/print(tensor) per iteration, "
                  "non_blocking copies into pinned memory, one sync per step at most.",
     "data-loading": "Feed the GPU from background workers: more DataLoader num_workers, pin_memory=True, "
-                    "prefetch_factor, decode/augment outside the training thread.",
+                    "prefetch_factor, decode/augment outside the step's thread.",
     "unknown": "Inspect the gaps in a timeline viewer: the launching thread shows no activity that explains them "
                "(work queued before the profiler started, a cross-stream wait, or untraced host code).",
 }
+
+
+#: causes TC202 reports as its own findings; the others are claimed by the rules named here
+OWN = ("launch-overhead", "profiler-overhead", "unknown")
+ELSEWHERE = {"host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205", "initialisation": "TC206",
+             "outside-window": "TC207", "communication": "TC701"}
+
+
+def gap_cause_ns(ctx: Context, gaps: fgaps.Gaps) -> np.ndarray:
+    """Idle per gap and cause (``len(gaps) x len(CAUSES)``), from the shared attribution."""
+    seg = ctx.idle
+    on = np.flatnonzero(seg.device == gaps.device)
+    n, m = len(gaps.start_ns), len(ic.CAUSES)
+    if len(on) == 0 or n == 0:
+        return np.zeros((n, m), np.int64)
+    k = np.searchsorted(gaps.start_ns, seg.start_ns[on], side="right") - 1
+    ok = (k >= 0) & (seg.end_ns[on] <= gaps.end_ns[np.maximum(k, 0)])
+    flat = k[ok] * m + seg.cause[on][ok]
+    return np.bincount(flat, weights=seg.length_ns[on][ok].astype(np.float64),
+                       minlength=n * m).astype(np.int64).reshape(n, m)
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
@@ -119,31 +133,43 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     devices = ctx.facts.active_devices
     for dev in devices:
         gaps = ctx.facts.gaps(dev)
-        causes = gap_causes.gap_causes(trace, gaps, host, th["min_host_share_pct"])
+        causes = gap_causes.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
         if len(keep) == 0:
             continue
+        per = gap_cause_ns(ctx, gaps)
+        # the cause of a gap: the cause with the most of its idle in the analysed time; gaps
+        # outside the analysed time keep the host-window classification (warm-up evidence)
+        inside = per[keep].sum(axis=1)
+        old = np.array([ic.CAUSES.index(gap_causes.CAUSES[c]) for c in causes.cause[keep].tolist()], np.int64)
+        dominant = np.where(2 * inside > gaps.length_ns[keep], np.argmax(per[keep], axis=1), old)
         step = step_of_row[gaps.next_row[keep]]
         step = np.where(step >= 0, step, st.at(gaps.start_ns[keep]))
-        for c, cause in enumerate(gap_causes.CAUSES):
-            sel = keep[causes.cause[keep] == c]
+        others = {c: int(per[keep, ic.CAUSES.index(c)].sum()) for c in ELSEWHERE}
+        for cause in OWN:
+            m = dominant == ic.CAUSES.index(cause)
+            sel = keep[m]
             if len(sel):
-                f = _finding(ctx, th, st, dev, device_tag(dev, devices), cause, gaps, causes, sel,
-                             step[causes.cause[keep] == c], host)
+                claim = per[sel, ic.LAUNCH_OVERHEAD]
+                f = _finding(ctx, th, st, dev, device_tag(dev, devices), cause, gaps, causes, sel, step[m], host,
+                             claim, others)
                 if f is not None:
                     yield f
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, tag: str, cause: str, gaps: fgaps.Gaps,
-             causes: gap_causes.GapCauses, sel: np.ndarray, step: np.ndarray, host: fhost.HostView) -> Finding | None:
+             causes: gap_causes.GapCauses, sel: np.ndarray, step: np.ndarray, host: fhost.HostView, claim: np.ndarray,
+             others: dict[str, int]) -> Finding | None:
     length = gaps.length_ns[sel]
     steady = (step >= 0) & ~st.warmup[np.maximum(step, 0)] if len(st.warmup) else np.zeros(len(sel), bool)
     if not steady.any():
         return None
     warm = (step >= 0) & ~steady
     total = int(length[steady].sum())
-    # an unknown cause has no fix to credit: the idle is reported, not claimed
-    recoverable = 0 if cause == "unknown" else int(np.maximum(length[steady] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum())
+    # only launch overhead is claimed here: an unknown cause has no fix to credit, suspected
+    # profiler overhead is not the program's time; of a gap, only its launch-overhead part
+    # (the shared attribution) counts, minus the GPU-side gap that remains between queued kernels
+    recoverable = int(np.maximum(claim[steady] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum()) if cause == "launch-overhead" else 0
     n_steps = max(ctx.analysed.steps_count, 1)
     per_step = []
     for k in np.unique(step[step >= 0]).tolist():
@@ -153,20 +179,26 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
     per = "in the trace (no steps)" if st.synthetic else f"{labels.us(total / n_steps)} per step"
     analysed = ctx.analysed_ns
     site = _site(ctx, gaps, sel[steady])
+    elsewhere = "; ".join(f"{c} {labels.us(ns)} -> {ELSEWHERE[c]}" for c, ns in others.items() if ns > 0)
     message = (f"GPU {dev} idle {labels.us(total)} in {plural(int(steady.sum()), 'gap')} >= {th['min_gap_us']:g} us "
-               f"(threshold), cause {cause}: {per}, {labels.pct(total, analysed)} % of steady step time; most of it "
-               f"{site}" + _hint(ctx, cause, sel, causes))
+               f"(threshold), cause {cause}{' (suspected)' if cause == 'profiler-overhead' else ''}: {per}, "
+               f"{labels.pct(total, analysed)} % of {ctx.time_word}; most of it {site}" + _hint(ctx, cause, sel, causes)
+               + (f"; other idle in such gaps is claimed elsewhere: {elsewhere}"
+                  if elsewhere and cause == "launch-overhead" else ""))
     return Finding(
         message=message, recoverable_ns=recoverable,
-        severity="info" if cause == "unknown" else ctx.severity(recoverable),
+        severity=ctx.severity(recoverable),
         estimate=("none claimed: no host-side cause was found for these gaps" if cause == "unknown" else
-                  f"steady-state gap time minus {gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap "
-                  f"between already-queued kernels); severity against the {labels.us(analysed)} analysed (steady step "
-                  f"time); gaps inside TC201 storms and gaps caused by TC203 syncs are the same time, do not add "
-                  f"them up"),
+                  "none claimed: the gaps look like the profiler's own cost (Python frames recorded with "
+                  "with_stack fill them while ops and launch calls are short); profile without with_stack to "
+                  "measure them" if cause == "profiler-overhead" else
+                  f"the launch-overhead part of the steady-state gaps in the shared idle attribution, minus "
+                  f"{gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per gap (the GPU-side gap between already-queued kernels); "
+                  f"the host-sync, data-loading and host-work parts are claimed by TC203, TC204 and TC205, not here; "
+                  f"TC201 storms are part of this time; severity against the {labels.us(analysed)} analysed"),
         fix=FIXES[cause], location=f"{cause} gaps {site}{tag}",
         evidence=_evidence(ctx, st, gaps, causes, sel, step, steady, host, cause),
-        values={"cause": cause, "gaps_count": int(steady.sum()), "gap_ns": total,
+        values={"cause": cause, "idle_cause": cause, "claimed_ns": recoverable, "gaps_count": int(steady.sum()), "gap_ns": total,
                 "gap_per_step_ns": total // n_steps, "gap_pct_of_step": labels.pct(total, analysed),
                 "median_gap_ns": int(np.median(length[steady])), "max_gap_ns": int(length[steady].max()),
                 "steady_steps_count": ctx.analysed.steps_count, "warmup_gaps_count": int(warm.sum()),
@@ -205,6 +237,14 @@ def _hint(ctx: Context, cause: str, sel: np.ndarray, causes: gap_causes.GapCause
         h = causes.host_window_ns[sel]
         return (f"; host busy {labels.pct(causes.busy_ns[sel].sum(), h.sum())} % of the time before the next launch"
                 if h.sum() else "")
+    if cause == "profiler-overhead":
+        # the evidence of the suspicion: launch calls take microseconds, the windows far more
+        th = causes.thread[sel]
+        med = ctx.idle.launch_median_ns[th[th >= 0]] if (th >= 0).any() else np.zeros(0, np.int64)
+        h = causes.host_window_ns[sel]
+        return (f"; launch calls take a median {labels.us(int(np.median(med)))} on the launching thread while the "
+                f"{plural(len(sel), 'window')} before the launches average {labels.us(int(h.mean()))}, filled by Python "
+                f"frames (with_stack) with trivial ops between them" if len(med) and len(h) else "")
     return ""
 
 

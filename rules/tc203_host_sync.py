@@ -20,10 +20,9 @@ What it finds
     device: the idle gap that starts while the host waits (the GPU drained its queue during the
     wait) and ends after the wait returned (the GPU then waited for the host to issue new work),
     counted until the launch call of the work that ends the gap returned (time after that is a
-    GPU-side wait); a gap is charged to one wait only. TC202 lists the same gaps (>= its
-    ``min_gap_us``) and gives each one cause: ``host-sync``, unless data loading fills most of the
-    host window or most of the gap lies after the next launch. Gaps that start before the wait
-    were not caused by it (TC202 attributes them); a wait at the end of the trace, after the last
+    GPU-side wait); a gap is charged to one wait only. TC202 names the host-sync part of its gaps
+    and claims none of it. Gaps that start before the wait were not caused by it (the shared
+    attribution gives them their own cause); a wait at the end of the trace, after the last
     GPU work, causes nothing measurable. When the thread launches at most
     ``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
     pattern: the host never queues work ahead of the GPU.
@@ -44,14 +43,20 @@ Example
     ``if t.gt(0).any():`` once per step (corpus cuda_event_sync.json.gz): ``aten::item`` runs a
     1-byte pageable DtoH copy and a ``cudaStreamSynchronize``; the GPU goes idle when the copy ends
     (during the wait) and stays idle until the host has run the Python that launches the next
-    kernel: 99 us until that launch call returned, 3.1 % of the step. Site ``aten::item in
+    kernel: 99 us until that launch call returned, 3.1 % of the step; the host was blocked 40 us,
+    so 40 us are recoverable. Site ``aten::item in
     aten::is_nonzero`` (the trace has no Python stacks; with them, the user's file:line).
 
 Thresholds
     Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC203``).
 
-    Severity: recoverable time (caused idle of steady-state steps, minus the 2 us GPU-side gap that
-    remains between already-queued kernels) against the analysed time, the wall time of the
+    Recoverable time, per wait: the smaller of its caused idle (minus the 2 us GPU-side gap that
+    remains between already-queued kernels) and its host-sync part in the shared idle attribution
+    (:mod:`traceclass.facts.idle_causes`), which is at most the time the host was blocked:
+    without the wait the host runs ahead by no more than that, so serial host work after it (the
+    host preprocessing the next input) stays exposed and is attributed to its own cause (TC205,
+    TC202). TC303 reports waited-for copies of the same waits and points here.
+    Severity: that time of the steady-state steps against the analysed time, the wall time of the
     steady-state steps (the whole trace when it has no ``ProfilerStep``), on the shared scale;
     ``info`` when the site caused no measurable idle. Location: the site (op or call and source
     line or op chain), never a device index.
@@ -65,6 +70,7 @@ import numpy as np
 
 from traceclass.analysis import gap_causes
 from traceclass.analysis import labels
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
@@ -104,13 +110,19 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         d_idle, d0, d1 = fsyncs.caused_idle(trace, ev, ctx.facts.gaps(dev))
         hit = d_idle > 0
         idle[hit], i0[hit], i1[hit] = d_idle[hit], d0[hit], d1[hit]
+    # what removing each wait can recover: its host-sync share of the shared idle attribution
+    # (the idle it caused, bounded by the time the host was blocked)
+    seg = ctx.idle
+    hs = (seg.cause == ic.HOST_SYNC) & (seg.event >= 0)
+    claim = np.bincount(seg.event[hs], weights=seg.length_ns[hs].astype(np.float64),
+                        minlength=len(ev)).astype(np.int64)[:len(ev)] if len(ev) else np.zeros(0, np.int64)
     inside = np.flatnonzero(step >= 0)
     labels, site = np.unique(_sites(ctx, ev)[inside], return_inverse=True)
     order = np.argsort(site, kind="stable")
     cuts = np.searchsorted(site[order], np.arange(len(labels) + 1))
     for k, label in enumerate(labels.tolist()):
         sel = inside[order[cuts[k]:cuts[k + 1]]]
-        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1)
+        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1, claim)
         if f is not None:
             yield f
 
@@ -139,7 +151,7 @@ def _sites(ctx: Context, ev: fsyncs.SyncEvents) -> np.ndarray:
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.SyncEvents, site: str, sel: np.ndarray,
-             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> Finding | None:
+             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray, claim: np.ndarray) -> Finding | None:
     steady = ~st.warmup[step]
     if not steady.any():
         return None
@@ -148,7 +160,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
     count = int(steady.sum())
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
-    recoverable = int(np.maximum(idle[s_sel] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum())
+    recoverable = int(np.minimum(claim[s_sel], np.maximum(idle[s_sel] - gap_causes.QUEUED_GAP_FLOOR_NS, 0)).sum())
     apis = ev.call_counts(s_sel)
     launches = _launches(ctx, st, ev, s_sel)
     ratio = launches / count
@@ -160,7 +172,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
         f"in {plural(n_steps, 'steady step')} ({per_step:.4g} per step)"
     message = (f"{site}: {plural(count, 'host wait')} {how_often} blocked the host {labels.us(wait)} and left "
                f"{'GPU' if len(devices) == 1 else 'GPUs'} {', '.join(str(d) for d in devices)} idle {labels.us(caused)} "
-               f"after {'it' if count == 1 else 'them'} ({labels.pct(caused, analysed)} % of steady step time); calls: "
+               f"after {'it' if count == 1 else 'them'} ({labels.pct(caused, analysed)} % of {ctx.time_word}); removing "
+               f"{'it' if count == 1 else 'them'} recovers at most the blocked time: {labels.us(recoverable)}; calls: "
                f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
@@ -171,15 +184,17 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
     return Finding(
         severity=ctx.severity(recoverable),
         message=message, recoverable_ns=recoverable,
-        estimate=(f"GPU idle that starts during the waits of steady-state steps and lasts until the host issued "
-                  f"new work after they returned, minus "
-                  f"{gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us per wait (the GPU-side gap between already-queued kernels); "
-                  f"severity against the {labels.us(analysed)} analysed (steady step time); TC202 lists the same gaps (as "
-                  f"host-sync unless data loading or a GPU-side wait dominates them), do not add them up"),
+        estimate=(f"per wait, the smaller of the GPU idle it caused (from the moment the GPU went idle during the "
+                  f"wait until the host issued new work, minus {gap_causes.QUEUED_GAP_FLOOR_NS / 1000:g} us, the GPU-side gap "
+                  f"between already-queued kernels) and the time the host was blocked in it: without the wait the "
+                  f"host runs ahead by at most that much, so serial host work after it stays exposed (that idle is "
+                  f"attributed to its own cause: TC205 host work, TC202 launch overhead); this is the host-sync "
+                  f"part of the shared idle attribution, claimed by no other rule (TC303 points here); severity "
+                  f"against the {labels.us(analysed)} analysed"),
         fix=FIX, location=site, evidence=_evidence(ctx, st, ev, sel, step, steady, idle, i0, i1),
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
                 "steady_steps_count": ctx.analysed.steps_count,
-                "host_wait_ns": wait, "gpu_idle_ns": caused, "gpu_idle_per_step_ns": caused // n_steps,
+                "host_wait_ns": wait, "gpu_idle_ns": caused, "idle_cause": "host-sync", "gpu_idle_per_step_ns": caused // n_steps,
                 "gpu_idle_pct_of_step": labels.pct(caused, analysed), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),

@@ -37,12 +37,16 @@ Example
 Thresholds
     Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC204``).
 
-    Recoverable time: on GPU traces the GPU idle inside the data ranges (the most idle device):
-    time the loop's waiting cost the device; on CPU-only traces the data time itself. An upper
-    bound: workers still hand over each batch (unpickling, ``pin_memory``), typically well under
-    a millisecond per batch. TC202 sees the same idle as ``data-loading`` gaps, and TC701 the
-    collectives that run inside data ranges (TorchRec's input all-to-all in ``sparse_data_dist``:
-    corpus a100_train_rank0_of16, 74 % of the step in data ranges, 388 ms of GPU idle in them).
+    Recoverable time: on GPU traces the idle the shared idle attribution
+    (:mod:`traceclass.facts.idle_causes`) gives to ``data-loading`` (the launching thread in a
+    data range for most of the host window before the next launch), on the most affected
+    device; on CPU-only traces the data time itself. An upper bound: workers still hand over
+    each batch (unpickling, ``pin_memory``), typically well under a millisecond per batch. No
+    other rule claims that idle (TC202 names it). The GPU idle inside the data ranges is shown
+    as well, but much of it can be the GPU waiting inside a graph replay or on a collective:
+    corpus a100_train_rank0_of16 spends 74 % of the step in data ranges (TorchRec's input
+    all-to-all in ``sparse_data_dist``, which TC701 reports) with 388 ms of GPU idle in them, of
+    which 6.68 ms is data loading by the attribution.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass import timeline as tl
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.data_loading import data_ranges
 from traceclass.analysis.sites import duration_text
 from traceclass.analysis.source_lines import source_for_points
@@ -59,7 +64,7 @@ from traceclass.model import AnnotationKind, GpuKind
 from traceclass.rule import Context, Evidence, Family, Finding, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
-                summary="the training loop waits for data: DataLoader and data/preprocess ranges, share of step time",
+                summary="the step loop waits for data: DataLoader and data/preprocess ranges, share of step time",
                 thresholds=(
                     Threshold('min_share_pct', 1.0, '%',
                               'reported from 1 % of the steady step time, the spread between steady steps in the corpus '
@@ -75,7 +80,7 @@ RULE = RuleInfo(code="TC204", name="data-loading-bound", family=Family.DATA,
                               'stage names (Python ``re`` syntax).'),
                 ))
 
-FIX = ("Load data off the training thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
+FIX = ("Load data off the step's thread: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=2-4, "
        "pin_memory=True on GPU runs) with .to(device, non_blocking=True); move decode and augmentation into the "
        "Dataset (run by the workers) or onto the GPU; cache decoded samples.")
 
@@ -102,19 +107,23 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
     steps = _per_step(ctx, data)
     n_steps = max(len(steps), 1)
     sites, outer = _sites(ctx, dr)
-    recoverable = max(idle.values()) if idle else total
+    # on GPU traces: the data-loading part of the shared idle attribution (the idle no other
+    # rule claims), on the most affected device; on CPU traces the data time itself
+    claimed = {d: ctx.idle.total(ic.DATA_LOADING, d) for d in idle}
+    recoverable = max(claimed.values()) if claimed else total
     gpu_text = "".join(f"; GPU {d} idle {duration_text(ns)} of it ({100.0 * ns / total:.1f}%)"
                        for d, ns in idle.items())
     top = ", ".join(f"{e.values['site']} {duration_text(e.duration_ns)}" for e in sites[:3])
     steps_text = "whole trace, no steps" if ctx.analysed.synthetic else \
         f"{plural(len(steps), 'step')}, {duration_text(total / n_steps)} per step"
-    message = (f"data loading on the training thread took {duration_text(total)} of the {duration_text(analysed)} "
-               f"steady step time ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
+    message = (f"data loading on the main thread took {duration_text(total)} of the {duration_text(analysed)} "
+               f"{ctx.time_word} ({share:.1f}%, threshold {th['min_share_pct']}%; {steps_text}): {top}{gpu_text}")
     if idle:
-        estimate = ("GPU idle inside the data ranges of the steady steps (the most idle device): what the loop's wait "
-                    "cost the GPU; an upper bound, a worker still hands each batch over. TC202 lists the same time as "
-                    "data-loading gaps, and TC701 the collectives that run inside data ranges (an input all-to-all): "
-                    "do not add them up. Severity: share of the analysed time.")
+        estimate = ("GPU idle attributed to data loading in the shared idle attribution (the host thread that "
+                    "launches the next work was in a data range for most of the idle), on the most affected device: "
+                    "what the loop's wait cost the GPU; an upper bound, a worker still hands each batch over. No other "
+                    "rule claims this time (TC202 points here); TC701 reports the collectives that run inside data "
+                    "ranges (an input all-to-all). Severity: share of the analysed time.")
     else:
         estimate = ("time in the data ranges of the steady steps (no GPU in the trace: the loop waited this long); an "
                     "upper bound, a worker still hands each batch over. Severity: share of the analysed time.")
@@ -124,7 +133,8 @@ def _finding(ctx: Context, th: Mapping[str, Any], dr: Any, data: tl.Intervals, t
         location="data loading: " + " + ".join(outer), evidence=tuple(sites),
         values={"data_ns": total, "analysed_ns": analysed, "share_pct": round(share, 3),
                 "threshold_pct": th["min_share_pct"], "steps_count": len(steps),
-                "data_per_step_ns": total // n_steps, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},
+                "data_per_step_ns": total // n_steps, "idle_cause": "data-loading" if idle else None,
+                "claimed_idle_ns": {str(d): ns for d, ns in claimed.items()}, "gpu_idle_in_data_ns": {str(d): ns for d, ns in idle.items()},
                 "threads": [f"{p}/{t}" for p, t in dr.threads], "per_step": steps[:50]},
     )
 

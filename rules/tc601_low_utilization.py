@@ -43,10 +43,11 @@ Example
 Thresholds
     Declared with their defaults, units and reasons in ``RULE.thresholds`` (``traceclass explain TC601``).
 
-    The gap causes use TC202's default ``min_host_share_pct`` of 50 %. Recoverable time: the idle
-    inside the windows of steady-state steps that has a host-side cause (launch overhead, data
-    loading, host sync); severity: that against the analysed time (the steady steps' wall time),
-    on the shared scale, ``info`` when none of the idle has a host-side cause. Without steps the
+    Recoverable time: none. Low utilisation is the symptom; its idle is claimed once, by the rule
+    of its cause, from the shared idle attribution (:mod:`traceclass.facts.idle_causes`):
+    TC202 launch overhead, TC203 host syncs, TC204 data loading, TC205 host work. The finding is
+    ``info`` and lists that attribution and the host-side idle inside its windows
+    (``explainable_ns``) so that nothing is claimed twice. Without steps the
     windows are cut from the device's active window (first to last GPU work, as nsys does) and the
     shares in the message are of that window. Location: where most of the low windows' idle ends
     (the user stage around the launch of the next work, else its op, else its kernel), never the
@@ -63,6 +64,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.analysis import gap_causes
 from traceclass.analysis import labels
+from traceclass.facts import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
 from traceclass.facts import gaps as fgaps
 from traceclass.facts import steps as fsteps
@@ -88,6 +90,9 @@ RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 ))
 
 NO_WORK = "no-gpu-work"
+#: the rule that claims each cause of the shared idle attribution
+RULE_OF = {"launch-overhead": "TC202", "host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205",
+           "initialisation": "TC206", "outside-window": "TC207", "communication": "TC701"}
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
@@ -106,7 +111,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
-        index = _WindowIndex(trace, dev, ev)
+        index = _WindowIndex(trace, dev, ev, ctx.idle)
         for w in windows:
             _explain(ctx, th, w, gaps, causes, ev, index)
         yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
@@ -151,7 +156,7 @@ class _WindowIndex:
     """A device's GPU rows by start time and its waits by wait time, so each window finds its
     own by binary search instead of scanning the whole trace (windows grow with the trace too)."""
 
-    def __init__(self, trace: Any, device: int, ev: fsyncs.SyncEvents) -> None:
+    def __init__(self, trace: Any, device: int, ev: fsyncs.SyncEvents, seg: Any) -> None:
         rows = fgaps.device_rows(trace, device)
         order = np.argsort(trace.gpu.start_ns[rows], kind="stable")
         self.rows = rows[order]
@@ -162,6 +167,12 @@ class _WindowIndex:
         self.wait_ns = ev.wait_ns[self.waits]
         self.end_ns = ev.end_ns[self.waits]
         self.longest = int((self.end_ns - self.wait_ns).max()) if len(self.waits) else 0
+        segs = np.flatnonzero(seg.device == device)
+        self.segs = segs[np.argsort(seg.start_ns[segs], kind="stable")]
+        self.seg_start = seg.start_ns[self.segs]
+        self.seg_end = seg.end_ns[self.segs]
+        self.seg_longest = int((self.seg_end - self.seg_start).max()) if len(self.segs) else 0
+        self.launch = seg.intervals(ic.LAUNCH_OVERHEAD, device)  # the same for every window
 
     def gpu_rows(self, s: int, e: int) -> np.ndarray:
         """Rows starting in [s, e), in start order."""
@@ -173,6 +184,12 @@ class _WindowIndex:
         hi = int(np.searchsorted(self.wait_ns, e, side="left"))
         return np.sort(self.waits[lo:hi][self.end_ns[lo:hi] > s])
 
+    def segments_in(self, s: int, e: int) -> np.ndarray:
+        """Idle-cause segments overlapping (s, e): start < e and end > s."""
+        lo = int(np.searchsorted(self.seg_start, s - self.seg_longest, side="left"))
+        hi = int(np.searchsorted(self.seg_start, e, side="left"))
+        return np.sort(self.segs[lo:hi][self.seg_end[lo:hi] > s])
+
 
 def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps.Gaps, causes: gap_causes.GapCauses,
              ev: fsyncs.SyncEvents, index: _WindowIndex) -> None:
@@ -183,8 +200,13 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps
     hi = int(np.searchsorted(gaps.start_ns, e, side="left"))
     clipped = np.minimum(gaps.end_ns[lo:hi], e) - np.maximum(gaps.start_ns[lo:hi], s)
     clipped = np.maximum(clipped, 0)
-    by_cause = np.bincount(causes.cause[lo:hi], weights=clipped.astype(np.float64),
-                           minlength=len(gap_causes.CAUSES)).astype(np.int64)
+    # idle by cause from the shared attribution (one cause per stretch), clipped to the window;
+    # idle the attribution does not cover (warm-up steps) is counted as no-gpu-work
+    seg = ctx.idle
+    on = index.segments_in(s, e)
+    part = np.minimum(seg.end_ns[on], e) - np.maximum(seg.start_ns[on], s)
+    by_cause = np.bincount(seg.cause[on], weights=part.astype(np.float64),
+                           minlength=len(ic.CAUSES)).astype(np.int64)
     idle = (e - s) - w["busy"]
     outside = idle - int(by_cause.sum())  # before the device's first / after its last GPU work
     limit = th["short_kernel_us"] * 1000
@@ -193,13 +215,16 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps
         small = ((gpu.kind[r] == GpuKind.KERNEL) | (gpu.kind[r] == GpuKind.MEMSET)) & ~gpu.graph[r]
         return small & ((gpu.end_ns[r] - gpu.start_ns[r]) < limit)
 
-    launch = causes.cause[lo:hi] == gap_causes.LAUNCH_OVERHEAD
-    between_short = int(clipped[launch & is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])].sum())
+    # the launch-overhead idle (shared attribution) of gaps between two short kernels
+    both = is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])
+    g0 = np.maximum(gaps.start_ns[lo:hi], s)[both]
+    g1 = np.minimum(gaps.end_ns[lo:hi], e)[both]
+    between_short = int(tl.overlap_each(g0, np.maximum(g1, g0), index.launch).sum())
     rows = index.gpu_rows(s, e)
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
     waits = index.waits_in(s, e)
-    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(gap_causes.CAUSES, by_cause.tolist())), NO_WORK: outside},
+    w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(ic.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),
              top=tuple(n for n, _ in labels.name_counts(trace, gpu.name[kern])[:3]))
@@ -230,8 +255,8 @@ def _sites(ctx: Context, next_rows: np.ndarray, idle: np.ndarray) -> list[tuple[
 def _explained(idle_by_cause: dict[str, int], between_short: int) -> dict[str, int]:
     """Idle each launch/sync rule explains, largest first (the same time can serve two rules:
     launch-overhead idle between two short kernels is TC201's and TC202's)."""
-    out = {"TC202": idle_by_cause["launch-overhead"] + idle_by_cause["data-loading"],
-           "TC203": idle_by_cause["host-sync"], "TC201": between_short}
+    out = {code: idle_by_cause[c] for c, code in RULE_OF.items()}
+    out["TC201"] = between_short
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
 
 
@@ -242,7 +267,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
     length = sum(w["end"] - w["start"] for w in steady)
     busy = sum(w["busy"] for w in steady)
     idle = length - busy
-    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*gap_causes.CAUSES, NO_WORK)}
+    by_cause = {c: sum(w["by_cause"][c] for w in steady) for c in (*ic.CAUSES, NO_WORK)}
     between_short = sum(w["between_short"] for w in steady)
     kernels = sum(w["kernels"] for w in steady)
     short = sum(w["short"] for w in steady)
@@ -281,19 +306,24 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
                     "idle_between_short_kernels_ns": w["between_short"], "step": st.names[w["step"]],
                     "explained_by_ns": _explained(w["by_cause"], w["between_short"])},
         ))
-    recoverable = by_cause["launch-overhead"] + by_cause["data-loading"] + by_cause["host-sync"]
+    # a symptom, not a cause: the idle is claimed by the rules of its causes (issue 10: one
+    # cause, one finding); what those rules would recover is shown, not claimed again here
+    explainable = sum(by_cause[c] for c in ("launch-overhead", "data-loading", "host-sync", "host-work",
+                                            "communication"))
+    shared = ctx.idle.by_cause(dev)
+    message += "; the idle of the analysed time by cause: " + ", ".join(
+        f"{c} {labels.us(v)}" for c, v in sorted(shared.items(), key=lambda kv: -kv[1]) if v > 0)
     return Finding(
-        severity=ctx.severity(recoverable),
+        severity="info",
         message=message,
-        recoverable_ns=recoverable,
-        estimate=("idle time inside the low-utilisation windows of steady-state steps that has a host-side cause "
-                  "(launch overhead, data loading, host sync); unknown idle and idle without GPU work are not "
-                  "claimed; TC201, TC202 and TC203 list the same time by cause, do not add them up; severity "
-                  f"against the {labels.us(ctx.analysed_ns)} analysed (steady step time, the whole trace without steps)"),
+        recoverable_ns=0,
+        estimate=("none claimed: low utilisation is the symptom; its idle is claimed once, by the rule of its cause "
+                  "(TC202 launch overhead, TC203 host syncs, TC204 data loading, TC205 host work), from the shared "
+                  f"idle attribution; {labels.us(explainable)} of the windows' idle has a host-side cause"),
         fix=("Follow the rules named in the message, largest first: " + ", ".join(explained) if explained else
              "Inspect the windows in a timeline viewer: no launch, sync or data-loading pattern explains them."),
         location=f"low utilization {site}{tag}", evidence=tuple(evidence),
-        values={"windows_count": len(steady), "low_ns": length, "low_pct": labels.pct(length, basis),
+        values={"explainable_ns": explainable, "idle_by_shared_cause_ns": shared, "windows_count": len(steady), "low_ns": length, "low_pct": labels.pct(length, basis),
                 "busy_pct_inside": labels.pct(busy, length), "idle_ns": idle, "idle_by_cause_ns": by_cause,
                 "kernels_count": kernels, "short_kernels_count": short, "idle_between_short_kernels_ns": between_short,
                 "host_waits_count": wait_events, "host_wait_call_counts": dict(waits),

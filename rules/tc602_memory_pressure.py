@@ -97,8 +97,8 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
                f"{th['min_peak_pct']}%); allocated {size_text(p.peak_allocated_bytes)}"
                + (f", reserved {size_text(res)} ({size_text(frag)} held but not allocated at the peaks)"
                   if res is not None else ", reserved not recorded")
-               + (f"; {plural(len(calls), 'allocator call')} inside the steady steps took {duration_text(call_ns)}"
-                  if len(calls) else "; no allocator call inside the steady steps"))
+               + (f"; {plural(len(calls), 'allocator call')} inside {ctx.steps_word} took {duration_text(call_ns)}"
+                  if len(calls) else f"; no allocator call inside {ctx.steps_word}"))
     evidence = [Evidence(what=f"peak allocated {size_text(p.peak_allocated_bytes)}", start_ns=p.peak_allocated_ns,
                          bytes=p.peak_allocated_bytes, values={"kind": "allocated"})]
     if res is not None:
@@ -110,7 +110,7 @@ def _gpu_finding(ctx: Context, th: Mapping[str, Any], p: MemoryPeak, pct: float,
         for k, code in enumerate(names.tolist()):
             m = inv.reshape(-1) == k
             evidence.append(Evidence(
-                what=f"{trace.strings[int(code)]} x{int(m.sum())} inside the steady steps",
+                what=f"{trace.strings[int(code)]} x{int(m.sum())} inside {ctx.steps_word}",
                 start_ns=int(api.start_ns[calls[m]].min()), end_ns=int(api.end_ns[calls[m]].max()),
                 duration_ns=int(dur[m].sum()), count=int(m.sum()), values={"kind": "allocator calls"}))
     return Finding(

@@ -140,7 +140,7 @@ def _evidence(ctx: Context, rows: np.ndarray, cover: tl.Intervals) -> tuple[Evid
                 "" if not known_el.any() else f", size recorded for {int(known_el.sum())} of {len(r)}")
         kernels = sorted({trace.strings[int(c)] for c in gpu.name[r].tolist()})
         out.append(Evidence(
-            what=f"{name}: {plural(len(r), 'kernel')}, {duration_text(total)} in the steady steps, "
+            what=f"{name}: {plural(len(r), 'kernel')}, {duration_text(total)} in {ctx.steps_word}, "
                  f"{duration_text(exposed)} exposed{size}",
             start_ns=int(gpu.start_ns[r].min()), end_ns=int(gpu.end_ns[r].max()), duration_ns=exposed,
             count=len(r), bytes=int(nb.sum()) if known_b.all() and len(r) else None, kernels=tuple(kernels[:4]),

@@ -26,7 +26,9 @@ from traceclass.model import (
     Threads,
     Trace,
 )
-from traceclass.render.cpu_markdown import cpu_profile_json, cpu_profile_markdown
+from traceclass.render.cpu_markdown import cpu_profile_markdown
+from traceclass.report.cpu import cpu_section
+from traceclass.report.plain import plain
 
 
 def _load(name: str) -> Trace:
@@ -114,15 +116,15 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     )
     assert "python" not in {k.kind for k in prof.kinds}
     assert prof.unverified_pct == pytest.approx(100 * 330 / 995)
-    assert prof.blocked_pct == pytest.approx(100 * 658 / 995)
+    assert cpu_section(prof).blocked_pct == pytest.approx(100 * 658 / 995)
     assert prof.running_pct == 0.0
     # an inferred wait is no evidence of idle sampling (that inference assumes it)
     assert prof.includes_idle is None and prof.includes_idle_basis == "unknown"
-    assert cpu_verdict(prof) == (
+    assert cpu_verdict(cpu_section(prof)) == (
         "CPU profile of sampled thread time: 67% waiting (66% likely blocked (inferred, no source)), "
         "33% blocked or computing (no source: pass --source-root).")
     # ... and the report says how much of the time that uncertainty covers, and why
-    md = cpu_profile_markdown(prof)
+    md = cpu_profile_markdown(cpu_section(prof))
     assert "- Running 0.0%, waiting 66.7%, blocked or computing 33.2% (" in md
     assert "33.2% of the time is at Python lines whose source file was not found" in md
     assert "Pass `--source-root DIR`" in md
@@ -132,7 +134,7 @@ def test_without_source_lines_a_c_call_line_cannot_be_told_from_compute():
     assert "| `MainThread (tid 13903)` | 333 | 3.33 s | 33.5% | 0.0% | 0.6% | 99.1% | blocked or computing" in md
     with_source = profile_samples(_load("cpu_lock.idle.speedscope.json"))
     assert with_source.unverified_pct == 0 and with_source.blocked_evidence == ()
-    assert "source file was not found" not in cpu_profile_markdown(with_source)
+    assert "source file was not found" not in cpu_profile_markdown(cpu_section(with_source))
     # stdlib frames are still recognized by name
     joins = [h for h in prof.hot_spots if h.function == "Thread._wait_for_tstate_lock"]
     assert joins and joins[0].kind == "lock"
@@ -143,22 +145,22 @@ def test_sleep_io_without_source_is_not_compute():
     prof = profile_samples(load(corpus("pyspy", "sleep_io.idle.raw.txt")))
     assert [(k.kind, k.value) for k in prof.kinds] == [("unverified", 275), ("import", 1)]
     assert prof.blocked_evidence == ()  # one thread (no roots): nothing tells its lines apart
-    assert cpu_verdict(prof) == ("CPU profile of sampled thread time: 100% blocked or computing (no source: pass "
+    assert cpu_verdict(cpu_section(prof)) == ("CPU profile of sampled thread time: 100% blocked or computing (no source: pass "
                               "--source-root); no line is known to be on-CPU.")
     with_source = profile_samples(_load("sleep_io.idle.raw.txt"))
-    assert cpu_verdict(with_source) == "CPU profile of sampled thread time: 100% waiting (58% sleep, 41% file or socket I/O)."
+    assert cpu_verdict(cpu_section(with_source)) == "CPU profile of sampled thread time: 100% waiting (58% sleep, 41% file or socket I/O)."
 
 
 def test_verdict_names_the_hottest_on_cpu_line_not_a_wait():
     prof = profile_samples(_load("cpu_lock.idle.speedscope.json"))
     # the largest hot spot is the lock-waiter's line, a wait
     assert (prof.hot_spots[0].function, prof.hot_spots[0].kind) == ("waiter", "lock")
-    assert prof.hottest_running().function == "fib"
-    assert cpu_verdict(prof) == (
+    assert cpu_section(prof).hottest_running().function == "fib"
+    assert cpu_verdict(cpu_section(prof)) == (
         "CPU profile of sampled thread time: 33% running (33% Python compute), 67% waiting (33% lock or condition "
         "wait, 20% sleep); hottest on-CPU line fib (cpu_lock.py:8), 26%.")
     # names go through the caller's formatter (markdown code spans); the rest is plain text
-    assert cpu_verdict(prof, lambda s: f"`{s}`").endswith("hottest on-CPU line `fib` (`cpu_lock.py:8`), 26%.")
+    assert cpu_verdict(cpu_section(prof), lambda s: f"`{s}`").endswith("hottest on-CPU line `fib` (`cpu_lock.py:8`), 26%.")
 
 
 def test_def_lines_count_as_unknown_only_when_they_are_all_a_function_shows():
@@ -252,12 +254,12 @@ def test_gil_or_on_cpu_recording_makes_lines_without_source_compute(flag, basis)
     prof = profile_samples(tr)
     assert prof.unverified_basis == basis and prof.unverified_pct == 0 and prof.blocked_evidence == ()
     assert _thread(prof, "lock-waiter").dominant_kind == "python"
-    md = cpu_profile_markdown(prof)
+    md = cpu_profile_markdown(cpu_section(prof))
     assert "so lines without source count as Python compute." in md
     if flag == "gil_only":
         assert "- GIL-only profile: only samples of threads holding the GIL were recorded" in md
         # (the flag is set by hand on an --idle file: a real --gil profile has no lock-waiter samples)
-        assert cpu_verdict(prof) == ("CPU profile of sampled thread time (GIL-only profile, py-spy --gil): 99% running "
+        assert cpu_verdict(cpu_section(prof)) == ("CPU profile of sampled thread time (GIL-only profile, py-spy --gil): 99% running "
                                   "(99% Python compute); hottest on-CPU line waiter (cpu_lock.py:19), 33%.")
 
 
@@ -265,10 +267,10 @@ def test_frames_that_are_not_python_are_native_or_other():
     prof = profile_samples(load(corpus("speedscope", "stackcollapse", "perf-vertx-stacks-01-collapsed-all.txt")))
     assert [(k.kind, k.value) for k in prof.kinds] == [("native", 261), ("other", 21), ("io", 3)]
     assert {h.function: h.kind for h in prof.hot_spots}["SpinPause"] == "other"
-    assert cpu_verdict(prof) == (
+    assert cpu_verdict(cpu_section(prof)) == (
         "CPU profile of sampled thread time: 99% running (92% native/extension compute, 7% native/other code "
         "(not Python)), 1% waiting (1% file or socket I/O); hottest on-CPU function hypercall_page_[k], 8%.")
-    assert "Python compute" not in cpu_profile_markdown(prof)
+    assert "Python compute" not in cpu_profile_markdown(cpu_section(prof))
 
 
 def test_torch_training_kinds():
@@ -474,8 +476,8 @@ def test_timed_frames_basis():
 def test_empty_profile_renders():
     tr = _trace([([MAIN], 1)]).replace(samples=Samples.empty())
     prof = profile_samples(tr)
-    assert prof.total_value == 0 and prof.hot_spots == () and cpu_verdict(prof) == ""
-    assert cpu_profile_markdown(prof).startswith("## CPU profile")
+    assert prof.total_value == 0 and prof.hot_spots == () and cpu_verdict(cpu_section(prof)) == ""
+    assert cpu_profile_markdown(cpu_section(prof)).startswith("## CPU profile")
 
 
 # --------------------------------------------------------------------------- speed
@@ -538,7 +540,7 @@ def test_markdown_escapes_untrusted_names():
     evil_fn = "evil|name`with`<b>html</b>\n@team"
     tr = _trace([([MAIN, (evil_fn, "x|y.py", 3)], 5)])
     tr = tr.replace(threads=Threads.build(1, pid=[7], tid=[8], name=[tr.strings.intern("th|read`<i>")]))
-    md = cpu_profile_markdown(profile_samples(tr))
+    md = cpu_profile_markdown(cpu_section(profile_samples(tr)))
     assert md.startswith("## CPU profile\n")
     row = next(line for line in md.splitlines() if line.startswith("| 1 |"))
     # 8 cells: every pipe inside a name is escaped
@@ -553,20 +555,20 @@ def test_markdown_escapes_untrusted_names():
 
 def test_markdown_and_json_of_a_corpus_profile():
     prof = profile_samples(_load("cpu_lock.idle.speedscope.json"))
-    md = cpu_profile_markdown(prof, top_n=5)
+    md = cpu_profile_markdown(cpu_section(prof), top_n=5)
     assert "## CPU profile" in md and "### Hot spots (self time)" in md and "### Threads" in md
     assert "100 Hz" in md and "Idle samples: included (inferred" in md
     assert md.count("\n| ") >= 5
-    d = cpu_profile_json(prof)
+    d = plain(cpu_section(prof))
     json.dumps(d)
     assert d["unit"] == "ns" and d["interval_ns"] == 10_000_000 and d["samples"] == 995
     assert d["hot_spots"][0]["self_ns"] == prof.hot_spots[0].self_ns
     assert set(d["threads"][0]) >= {"time_ns", "share_pct", "running_pct", "waiting_pct", "samples"}
     for f in d["hot_spots"]:
         assert f["self_pct"] <= 100 and f["kind"] in KINDS
-    assert cpu_verdict(prof).startswith("CPU profile of sampled thread time: ")
+    assert cpu_verdict(cpu_section(prof)).startswith("CPU profile of sampled thread time: ")
     raw = profile_samples(_load("cpu_lock.default.raw.txt"))
-    d = cpu_profile_json(raw)
+    d = plain(cpu_section(raw))
     assert d["unit"] == "samples" and d["hot_spots"][0]["self_samples"] == raw.hot_spots[0].self_value
     assert d["total_ns"] is None
 
@@ -580,4 +582,4 @@ def test_profiles_without_any_stack_do_not_crash(tmp_path, content):
     p.write_text(content)
     cpu = analyze(load(p)).cpu
     assert cpu is not None
-    assert "empty stack" in cpu_verdict(cpu)
+    assert "empty stack" in cpu_verdict(cpu_section(cpu))

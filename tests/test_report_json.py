@@ -10,7 +10,8 @@ from conftest import corpus
 from ingest.nsys_fixtures import small_kernel_storm_export
 
 import traceclass
-from traceclass.analysis.cpu_types import CpuProfile
+from traceclass.render import json_report
+from traceclass.report.cpu import CpuSection
 from traceclass.errors import TraceFormatError
 from traceclass.report.model import Report
 
@@ -36,10 +37,12 @@ def test_round_trip_gives_an_equal_report(which, tmp_path):
     assert back == report
     assert Report.from_json(back.to_json()) == report  # ints held in float fields come back as floats
     assert Report.from_json(json.loads(text)) == report
+    # the JSON report (``--format json``) is the model's layout plus the verdict: it reads back too
+    assert Report.from_json(json_report.render(report)) == report
     if which == "gpu":
         assert report.devices and report.kernels and report.cpu_profile is None
     if which == "cpu-sampled":
-        assert isinstance(back.cpu_profile, CpuProfile) and back.cpu_profile.hot_spots
+        assert isinstance(back.cpu_profile, CpuSection) and back.cpu_profile.hot_spots
     if which == "nsys":
         assert report.findings and back.findings[0].fingerprint == report.findings[0].fingerprint
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from traceclass.facts import Facts
 from traceclass.facts.analysed import AnalysedTime
+from traceclass.facts.idle_causes import IdleCauses
 from traceclass.model import Trace
 
 class Severity(enum.StrEnum):
@@ -224,6 +225,24 @@ class Context:
         """Wall time of the steady-state steps (the synthetic whole-trace step when the trace has
         none): the one denominator of every rule's severity."""
         return self.analysed.total_ns
+
+    @property
+    def idle(self) -> IdleCauses:
+        """Every GPU-idle stretch of the analysed time with its one cause (the Facts'
+        ``idle_causes``, :mod:`traceclass.facts.idle_causes`): the attribution the idle-time rules
+        share."""
+        return self.analysis.idle_causes
+
+    @property
+    def time_word(self) -> str:
+        """What ``analysed_ns`` is, for messages: "steady step time", or "the trace's time" without
+        steps (no "steady step" wording in a trace that has none)."""
+        return "the trace's time (no steps)" if self.analysed.synthetic else "steady step time"
+
+    @property
+    def steps_word(self) -> str:
+        """Where the analysed time lies, for messages: "the steady steps", or "the trace (no steps)"."""
+        return "the trace (no steps)" if self.analysed.synthetic else "the steady steps"
 
     def severity(self, recoverable_ns: int) -> Severity:
         """The shared scale: :func:`severity_for` against ``analysed_ns`` with the floors

@@ -70,7 +70,9 @@ def test_recording_time_unknown_is_said():
     run = run_of(BASELINE)
     import dataclasses
 
-    r = dataclasses.replace(run, start_epoch_ns=None)
+    from traceclass.compare.run import Run
+
+    r = Run(dataclasses.replace(run.report, source=dataclasses.replace(run.report.source, start_epoch_ns=None)))
     b = build_baseline(r, {}, {"commit": None}, 0)
     assert b["recorded_at"] is None and b["recorded_at_basis"].startswith("unknown")
 
@@ -140,18 +142,30 @@ def test_check_accepts_a_baseline_in_pyproject(baseline_file, tmp_path, monkeypa
     assert "OVER BUDGET" in capsys.readouterr().out
 
 
+def _step(run, wall, busy):
+    """The run's step row with these steady-step wall and GPU busy times (P50, P99 = max)."""
+    import dataclasses
+
+    return dataclasses.replace(run.step, name="ProfilerStep", kind="step", count=len(wall), warmup_count=1,
+                               p50_ns=float(sorted(wall)[len(wall) // 2]), p99_ns=float(max(wall)),
+                               wall_ns=tuple(wall), gpu_busy_each_ns=tuple(busy), gpu_share_pct=None)
+
+
 def test_gpu_busy_share_rule():
     """Busy share falls: a regression unless the step got faster (then GPU work just shrank)."""
     import dataclasses
 
-    from traceclass.compare.run import Stage
+    from traceclass.compare.run import Run
 
     base_run = run_of(BASELINE)
+    src = base_run.report.source  # a CPU trace: give it GPU activity so the busy share is compared
+    gpu_src = dataclasses.replace(src, counts={**src.counts, "gpu_activities": 1})
 
     def with_step(wall, busy):
-        st = Stage("ProfilerStep", "step", len(wall), 1, float(sorted(wall)[len(wall) // 2]), float(max(wall)),
-                   tuple(wall), tuple(busy), None)
-        return dataclasses.replace(base_run, stages=(st,), has_gpu=True, memory=())
+        st = _step(base_run, wall, busy)
+        run = Run(dataclasses.replace(base_run.report, source=gpu_src, stages=(st,), memory=()))
+        assert run.has_gpu
+        return run
 
     th = {"step_p50_pct": 5, "step_p99_pct": 5, "gpu_busy_pct_points": 5, "peak_memory_pct": 5, "stage_p50_pct": 5}
     b = with_step([100, 101, 99, 100, 102], [90, 91, 89, 90, 92])
@@ -169,13 +183,13 @@ def test_gpu_busy_share_rule():
 def test_single_step_runs_use_the_threshold_alone():
     import dataclasses
 
-    from traceclass.compare.run import Stage
+    from traceclass.compare.run import Run
 
     base_run = run_of(BASELINE)
 
     def one(wall):
-        st = Stage("ProfilerStep", "step", 1, 0, float(wall), float(wall), (wall,), (), None)
-        return dataclasses.replace(base_run, stages=(st,))
+        st = dataclasses.replace(_step(base_run, [wall], []), warmup_count=0)
+        return Run(dataclasses.replace(base_run.report, stages=(st,)))
 
     th = {"step_p50_pct": 5, "step_p99_pct": 5, "gpu_busy_pct_points": 5, "peak_memory_pct": 5, "stage_p50_pct": 5}
     r = gate.check(one(100), one(106), th, {})

@@ -16,6 +16,7 @@ from traceclass.cli import main
 from traceclass.compare import noise
 from traceclass.compare.diff import build_diff, to_dict
 from traceclass.compare.match import merged_ops
+from traceclass.compare.run import op_key
 from traceclass.render.diff_markdown import render_markdown, verdict_plain
 
 H100 = ("h100_bert-small_inference", "h100_qwen1.5-0.5b_inference", "h100_timesformer_inference")
@@ -31,8 +32,8 @@ def test_h100_pairs_compare_what_they_share(a, b):
     diff = build_diff(ra, rb)
     d = to_dict(diff)
     # op groups: exactly the keys both runs have are matched, the rest listed apart
-    ka = {o.key for o in merged_ops(ra)}
-    kb = {o.key for o in merged_ops(rb)}
+    ka = {op_key(o) for o in merged_ops(ra)}
+    kb = {op_key(o) for o in merged_ops(rb)}
     matched = {("op" if o["kind"] == "op" else o["kind"], o["name"], o["shapes"] if o["kind"] == "op" else "",
                 o["dtype"] if o["kind"] == "op" else "") for o in d["ops"]}
     assert matched == ka & kb

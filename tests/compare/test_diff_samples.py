@@ -173,14 +173,18 @@ def test_reports_without_per_step_series_still_compare(tmp_path):
 def test_findings_pair_by_fingerprint():
     import dataclasses
 
-    from traceclass.compare.run import FindingRef
+    from traceclass.compare.run import Run
+    from traceclass.rule import Finding, Severity
 
     def f(code, location, ns):
-        return FindingRef(fingerprint=f"{code}-{location}", code=code, name="x", severity="high", message="m",
-                          location=location, recoverable_ns=ns)
+        return Finding(code=code, name="x", severity=Severity.HIGH, message="m", recoverable_ns=ns, estimate="",
+                       fix="", location=location)
 
-    b = dataclasses.replace(run_of(BASELINE), findings=(f("TC401", "a", 3_000_000), f("TC201", "b", 1_000)))
-    c = dataclasses.replace(run_of(BASELINE), findings=(f("TC201", "b", 2_000), f("TC303", "c", 500)))
+    def run(*findings):
+        return Run(dataclasses.replace(run_of(BASELINE).report, findings=findings))
+
+    b = run(f("TC401", "a", 3_000_000), f("TC201", "b", 1_000))
+    c = run(f("TC201", "b", 2_000), f("TC303", "c", 500))
     d = to_dict(build_diff(b, c))
     status = {x["code"]: (x["status"], x["recoverable"]["baseline"], x["recoverable"]["candidate"]) for x in d["findings"]}
     assert status == {"TC401": ("resolved", 3_000_000, 0), "TC201": ("persisting", 1_000, 2_000),

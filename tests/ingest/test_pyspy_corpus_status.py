@@ -8,7 +8,9 @@ from conftest import CORPUS
 from traceclass.analysis.cpu_profile import profile_samples
 from traceclass.errors import TraceFormatError
 from traceclass.ingest import load
-from traceclass.render.cpu_markdown import cpu_profile_json, cpu_profile_markdown
+from traceclass.render.cpu_markdown import cpu_profile_markdown
+from traceclass.report.cpu import cpu_section
+from traceclass.report.plain import plain
 
 COLLAPSED_ERR = "collapsed-stack form"
 SVG_ERR = "an SVG image"
@@ -93,6 +95,6 @@ def test_file_loads_or_is_rejected_cleanly(rel):
     assert len(trace.samples) > 0
     prof = profile_samples(trace)
     assert prof.total_value > 0
-    md = cpu_profile_markdown(prof)
+    md = cpu_profile_markdown(cpu_section(prof))
     assert md.startswith("## CPU profile")
-    cpu_profile_json(prof)
+    plain(cpu_section(prof))

@@ -12,6 +12,7 @@ from sampled_oracle import self_and_total, speedscope_sampled
 from traceclass.analysis.cpu_profile import profile_samples
 from traceclass.render.cpu_markdown import cpu_profile_markdown
 from traceclass.render.cpu_verdict import cpu_verdict
+from traceclass.report.cpu import cpu_section
 from traceclass.errors import TraceFormatError
 from traceclass.ingest import load
 from traceclass.ingest.frametext import parse_pseudo
@@ -101,7 +102,7 @@ def test_evented_spec_file():
         got_self = {h.function: h.self_value for h in prof.hot_spots}
         assert got_self == {"b": 5, "c": 5, "d": 4}
         assert tr.meta["weight_unit"] == "none" and tr.meta["samples_from"] == "intervals"
-        md = cpu_profile_markdown(prof)
+        md = cpu_profile_markdown(cpu_section(prof))
         assert "- Source: `speedscope` evented frames; 1 thread; 14 units of frame self value (not time)." in md
         assert " ns" not in md and "µs" not in md
 
@@ -118,9 +119,9 @@ def test_unknown_unit_is_read_as_none_and_bytes_kept(tmp_path):
     p.write_text(json.dumps(_doc([dict(prof, unit="bytes")], frames)))
     cpu = profile_samples(load(p))
     assert cpu.weight_unit == "bytes" and cpu.unit == "units" and cpu.total_value == 3
-    assert cpu_verdict(cpu) == ("CPU profile: 100% of profile weight (bytes) is native/other code (not Python); "
+    assert cpu_verdict(cpu_section(cpu)) == ("CPU profile: 100% of profile weight (bytes) is native/other code (not Python); "
                              "the heaviest frame is b with 67%.")
-    assert "total weight 3 bytes (not time)" in cpu_profile_markdown(cpu)
+    assert "total weight 3 bytes (not time)" in cpu_profile_markdown(cpu_section(cpu))
 
 
 def test_sampled_spec_files():

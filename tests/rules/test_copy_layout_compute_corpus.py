@@ -52,10 +52,13 @@ def test_mi300x_dtod_copies_listed() -> None:
     path = corpus("torch", "gpu", "mi300x_resnet_act_checkpoint_train.json.gz")
     (f,) = _findings(path, "TC301")
     assert f.location == "DtoD copies from aten::copy_ at train_ddp.py:82"
-    # 306 of the 550 DtoD copies were launched in the two steady steps (the first step is warm-up)
-    assert f.values["copies_count"] == 306 and f.recoverable_ns == 1_344_546
-    assert f.values["analysed_ns"] == 31_837_987 and f.severity == "medium"  # 4.2 %, 1.3 ms
-    assert sum(e.count for e in f.evidence) == 306
+    # 244 of the 550 DtoD copies were launched in the two steady steps (the first step is
+    # warm-up). Issue 10: 62 more run in them but have no launch call in the trace: the GPU is
+    # still working off the backlog queued before the profiler started (until 30.05 ms, TC207),
+    # so they are not the steps' work (the old answer, 306, counted them)
+    assert f.values["copies_count"] == 244 and f.recoverable_ns == 1_058_765
+    assert f.values["analysed_ns"] == 31_837_987 and f.severity == "medium"  # 3.3 %, 1.06 ms
+    assert sum(e.count for e in f.evidence) == 244
     # the timeline's figure: all 550 copies and the 108 memsets over the whole window
     assert f.values["timeline_exposed_copy_ns"] == 2_637_529
     assert f.message.endswith("; the timeline's exposed copy (2.64 ms) counts every direction, memsets and the whole "

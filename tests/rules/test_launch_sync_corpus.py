@@ -70,8 +70,11 @@ def test_cuda_event_sync_host_syncs():
     # the event and device syncs wait for the last kernel: no GPU work follows them
     assert fs["cudaEventSynchronize"].values["host_wait_ns"] == 34_000
     assert fs["cudaDeviceSynchronize"].severity == "info"
+    # issue 10: the wait blocked the host 40 us, so removing it recovers at most 40 us of the 99 us
+    # idle after it; TC202 names that gap's host-sync part but claims only launch overhead
+    assert item.recoverable_ns == 40_000
     gaps = {f.values["cause"]: f for f in _findings("torch/gpu/cuda_event_sync.json.gz", "TC202")}
-    assert gaps["host-sync"].values["max_gap_ns"] == 100_000
+    assert set(gaps) == {"launch-overhead"} and "host-sync" in gaps["launch-overhead"].message
 
 
 def test_qwen_decode_preamble_is_a_storm():
@@ -107,7 +110,10 @@ def test_samuelamsih_device_sync_every_iteration():
     # 2,604 kernels = 651 iterations of 4; one cudaDeviceSynchronize after each
     assert d.values["syncs_count"] == 651 and d.values["launches_count"] == 2_604
     assert d.values["launches_per_sync_ratio"] == 4.0 and d.values["sync_per_launch"] is False
-    assert d.values["gpu_idle_ns"] > 800_000_000 and d.severity == "medium"
+    # issue 10: the claim is bounded by the host's blocked time (the host works serially after
+    # each sync): 447 ms of the 847 ms idle after the waits, under 3 % of the capture
+    assert d.values["gpu_idle_ns"] > 800_000_000 and d.recoverable_ns == 447_073_280 < d.values["host_wait_ns"]
+    assert d.severity == "low"
     assert fs["cudaMemset"].values["syncs_count"] == 651  # blocking cudaMemset of managed memory
 
 
@@ -117,12 +123,11 @@ def test_lockfuehrer_sync_per_launch():
     assert s.values["syncs_count"] == 2_256 and s.values["launches_count"] == 2_254
     assert s.values["sync_per_launch"] is True and s.severity == "high"
     assert "sync-per-launch" in s.message
+    # issue 10: the idle after the waits is claimed once, by TC203, up to the blocked time;
+    # TC202 claims only the launch-overhead gaps
+    assert s.recoverable_ns == 140_665_590 <= s.values["host_wait_ns"]
     gaps = {f.values["cause"]: f for f in _findings("nsys/lockfuehrer_beast__report1_b.sqlite", "TC202")}
-    # the same idle seen as gaps, one of about 67 us per iteration; TC203 stops at the return of
-    # the next launch call, which the kernel follows within ~1 us
-    hs = gaps["host-sync"].values
-    assert hs["gaps_count"] == 2_257
-    assert 0.98 * hs["gap_ns"] < s.values["gpu_idle_ns"] < hs["gap_ns"]
+    assert "host-sync" not in gaps
 
 
 def test_b200_eager_decode_is_launch_bound():
@@ -131,7 +136,11 @@ def test_b200_eager_decode_is_launch_bound():
     (u,) = _findings("torch/gpu/b200_eager.json.gz", "TC601")
     assert u.values["busy_pct_inside"] < 20 and list(u.values["explained_by_ns"])[0] == "TC202"
     lo = {f.values["cause"]: f for f in _findings("torch/gpu/b200_eager.json.gz", "TC202")}["launch-overhead"]
-    assert lo.values["gaps_count"] > 600 and lo.severity == "high"
+    assert lo.values["gaps_count"] == 532 and lo.severity == "high"
+    # issue 10: six gaps where Python frames (with_stack) fill the time between trivial ops are
+    # suspected profiler overhead, reported without a claim
+    po = {f.values["cause"]: f for f in _findings("torch/gpu/b200_eager.json.gz", "TC202")}["profiler-overhead"]
+    assert po.values["gaps_count"] == 6 and po.recoverable_ns == 0
 
 
 def test_cpu_trace_tiny_op_loop():

@@ -67,7 +67,10 @@ def test_thresholds_are_honoured(tmp_path):
     assert findings_for(t, "TC201", max_kernel_us=4.0) == []  # tanh (4 us) leaves runs of 2
     assert findings_for(t, "TC201", max_gap_us=7.5) == []  # the 8 us gaps after mul end the runs
     (f,) = findings_for(t, "TC201", kernel_gap_floor_us=0.0)
-    assert f.recoverable_ns == 141_000
+    # issue 10: the claim stays within the launch-overhead idle of the shared attribution; the
+    # 2 us of each gap between the launch call's return and the kernel's start is a GPU-side
+    # wait (unknown), not launch overhead
+    assert f.recoverable_ns == 141_000 - 20 * 2_000
 
 
 def test_graph_replay_is_never_a_storm(tmp_path):

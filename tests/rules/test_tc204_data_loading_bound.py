@@ -42,7 +42,7 @@ def test_cpu_data_share_exact(tmp_path):
     assert f.location == "data loading: stage:data"
     assert [s["data_ns"] for s in f.values["per_step"]] == [400_000, 500_000]
     assert [s["step"] for s in f.values["per_step"]] == ["ProfilerStep#2", "ProfilerStep#3"]
-    assert f.message.startswith("data loading on the training thread took 900 us of the 2 ms steady step time "
+    assert f.message.startswith("data loading on the main thread took 900 us of the 2 ms steady step time "
                                 "(45.0%, threshold 1.0%; 2 steps, 450 us per step): stage:data 900 us, DataLoader 880 us")
     stage, loader = f.evidence
     assert (stage.values["site"], stage.count, stage.duration_ns) == ("stage:data", 2, 900_000)
@@ -98,7 +98,9 @@ def test_gpu_idle_inside_the_data_ranges(tmp_path):
     t = load(b.write(tmp_path / "gpu.json"))
     (f,) = findings_for(t, "TC204")
     assert f.values["data_ns"] == 1_000_000 and f.values["share_pct"] == 50.0
-    assert f.values["gpu_idle_in_data_ns"] == {"0": 700_000} and f.recoverable_ns == 700_000
+    # issue 10: the claim is the data-loading part of the shared idle attribution: the host
+    # window 0.4-1.112 ms (data fills 700 of its 712 us), not the launch call or the queue after it
+    assert f.values["gpu_idle_in_data_ns"] == {"0": 700_000} and f.recoverable_ns == 712_000
     assert "; GPU 0 idle 700 us of it (70.0%)" in f.message
     assert f.severity == "medium"  # 35 % of the step, 0.7 ms
 
@@ -138,7 +140,11 @@ def test_corpus_torchrec_input_pipeline_on_gpu():
     # TorchRec's sparse_data_dist (the input all-to-all) and copy_batch_to_gpu on the training
     # thread: 643 ms of the 864 ms of 4 steady steps; the GPU idles 388 ms inside them
     assert f.values["data_ns"] == 642_589_000 and f.values["share_pct"] == 74.349
-    assert f.values["gpu_idle_in_data_ns"] == {"0": 387_798_000} and f.recoverable_ns == 387_798_000
+    assert f.values["gpu_idle_in_data_ns"] == {"0": 387_798_000}
+    # issue 10: most of that idle lies between rows one cudaGraphLaunch queued long before (the
+    # GPU waits inside the replay, not for the data): the shared attribution gives data loading
+    # only the 6.68 ms in which the launching thread was in a data range before the next launch
+    assert f.recoverable_ns == 6_680_000 and f.values["claimed_idle_ns"] == {"0": 6_680_000}
     assert f.values["threads"] == ["4515/4515"]  # not the autograd thread 25556
     assert f.location == "data loading: ## copy_batch_to_gpu ## + ## sparse_data_dist ## + ## wait_sparse_data_dist ##"
-    assert f.severity == "high"
+    assert f.severity == "low"

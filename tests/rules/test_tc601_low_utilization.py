@@ -32,15 +32,18 @@ def test_low_window_exact(tmp_path):
     # 30 chunks of 100 us; chunks 10-15 (1.0-1.6 ms) hold ten 2-us kernels each: 20 % busy
     assert f.values["windows_count"] == 1 and f.values["low_ns"] == 600_000
     assert f.values["busy_pct_inside"] == 20.0 and f.values["idle_ns"] == 480_000
-    assert f.values["idle_by_cause_ns"] == {"launch-overhead": 480_000, "host-sync": 0, "data-loading": 0,
-                                           "unknown": 0, "no-gpu-work": 0}
+    # issue 10: causes from the shared attribution: of each 8 us gap, the 2 us between the launch
+    # call's return and the kernel's start is a GPU-side wait (unknown), not launch overhead
+    assert {c: v for c, v in f.values["idle_by_cause_ns"].items() if v} == {"launch-overhead": 360_000,
+                                                                            "unknown": 120_000}
     assert f.values["kernels_count"] == 60 and f.values["short_kernels_count"] == 60
-    assert f.values["idle_between_short_kernels_ns"] == 59 * 8_000  # the first gap follows GEMM A
-    assert f.values["explained_by_ns"] == {"TC202": 480_000, "TC201": 472_000}
-    assert f.recoverable_ns == 480_000 and f.severity == "medium"  # 16 % of the 3 ms step, but < 1 ms
+    assert f.values["idle_between_short_kernels_ns"] == 59 * 6_000  # the first gap follows GEMM A
+    assert f.values["explained_by_ns"] == {"TC202": 360_000, "TC201": 354_000}
+    # issue 10: a symptom, claimed by the rules of its causes; the host-side idle is shown, not claimed
+    assert f.values["explainable_ns"] == 360_000 and f.recoverable_ns == 0 and f.severity == "info"
     assert ("busy less than 50 % (threshold) in 1 window of 1 steady step, most idle before aten::add: 600.0 us, "
             "20.0 % of the analysed time") in f.message
-    assert "-> see TC202 (480.0 us), TC201 (472.0 us)" in f.message
+    assert "-> see TC202 (360.0 us), TC201 (354.0 us)" in f.message
     (e,) = f.evidence
     assert (e.start_ns, e.end_ns, e.count) == (base + 1_000_000, base + 1_600_000, 60)
     assert e.values["chunk_ns"] == 100_000 and e.values["util_pct"] == 20.0
@@ -54,7 +57,7 @@ def test_thresholds_are_honoured(tmp_path):
     (f,) = findings_for(t, "TC601", min_chunk_us=300.0)
     assert f.values["low_ns"] == 600_000 and f.values["busy_pct_inside"] == 33.3
     (f,) = findings_for(t, "TC601", short_kernel_us=1.0)
-    assert f.values["short_kernels_count"] == 0 and f.values["explained_by_ns"] == {"TC202": 480_000}
+    assert f.values["short_kernels_count"] == 0 and f.values["explained_by_ns"] == {"TC202": 360_000}
 
 
 def test_busy_gpu_has_no_window(tmp_path):
@@ -72,9 +75,14 @@ def test_nsys_without_steps_uses_the_active_window(tmp_path):
     (e,) = f.evidence
     assert (e.start_ns, e.end_ns) == (w0 + 9 * 117_000, w0 + 26 * 117_000)
     assert f.values["busy_pct_inside"] == round(100 * 32_000 / (17 * 117_000), 1)
-    assert f.values["idle_by_cause_ns"]["host-sync"] == 17 * 117_000 - 32_000
-    assert f.values["explained_by_ns"] == {"TC203": 17 * 117_000 - 32_000}
-    assert f.recoverable_ns == 17 * 117_000 - 32_000 and f.severity == "high"  # 1.96 ms, 49 % of 4 ms
+    # issue 10: the shared attribution gives host-sync the wait's blocked time (1.006 ms from
+    # gemm_a's end, 953 us of it inside the window); the host window after the wait (under 1 ms,
+    # nothing recorded: nsys without NVTX) is the dispatch path to gemm_b's launch
+    assert f.values["idle_by_cause_ns"]["host-sync"] == facts["a_end"] + 1_006_000 - (w0 + 9 * 117_000) == 953_000
+    assert f.values["idle_by_cause_ns"]["unknown"] == 3_000  # gemm_b starts 3 us after its launch call returned
+    assert f.values["idle_by_cause_ns"]["launch-overhead"] == 17 * 117_000 - 32_000 - 953_000 - 3_000
+    assert f.values["explained_by_ns"] == {"TC202": 1_001_000, "TC203": 953_000}
+    assert f.values["explainable_ns"] == 953_000 + 1_001_000 and f.recoverable_ns == 0  # issue 10: claims nothing
     # the wait itself (6 us .. 1.012 ms) ends before the window begins: no wait inside it
     assert "(no steps)" in f.message and "host waits" not in f.message
 
@@ -85,8 +93,10 @@ def test_idle_before_any_gpu_work_is_not_claimed(tmp_path):
     b.op("aten::empty", 0, 700_000)  # host allocates for 0.7 ms before the first launch
     b.launch(b.op("aten::mm", 700_000, 10_000), "gemm", 701_000, 705_000, 295_000)
     (f,) = findings_for(load(b.write(tmp_path / "late.json")), "TC601")
-    # chunks 0-6 (0-700 us) hold no GPU work at all; nothing there is claimed as recoverable
-    assert f.values["low_ns"] == 700_000 and f.values["idle_by_cause_ns"]["no-gpu-work"] == 700_000
+    # chunks 0-6 (0-700 us) hold no GPU work at all; nothing there is claimed as recoverable.
+    # Issue 10: the shared attribution explains that idle: the launching thread allocates for
+    # 0.7 ms (< 1 ms, no host phase of its own) before launching: launch/dispatch overhead
+    assert f.values["low_ns"] == 700_000 and f.values["idle_by_cause_ns"]["launch-overhead"] == 700_000
     assert f.recoverable_ns == 0 and f.severity == "info"
 
 

@@ -1,8 +1,8 @@
 """The sampled CPU profile's numbers: per-frame, per-kind and per-thread shares.
 
-Plain data computed by :func:`traceclass.analysis.cpu_profile.profile_samples`; the report
-carries a :class:`CpuProfile` as its CPU section and the renderers write its prose
-(:mod:`traceclass.render.cpu_verdict`, :mod:`traceclass.render.cpu_markdown`).
+Plain data computed by :func:`traceclass.analysis.cpu_profile.profile_samples` (the ``cpu``
+fact); the report's typed CPU section (:mod:`traceclass.report.cpu`) is built from it and the
+renderers write its prose (:mod:`traceclass.render.cpu_verdict`, :mod:`traceclass.render.cpu_markdown`).
 """
 
 from __future__ import annotations
@@ -119,15 +119,6 @@ class CpuProfile:
     unverified_basis: str = ""
     #: the file's unit for values that are not time (speedscope "none", "bytes"), or ""
     weight_unit: str = ""
-
-    @property
-    def blocked_pct(self) -> float:
-        return sum(k.pct for k in self.kinds if k.kind == "blocked")
-
-    def hottest_running(self) -> FrameStat | None:
-        """The hot spot with the most self time whose kind runs on the CPU (not a wait, not a
-        line without source, not an empty stack)."""
-        return next((h for h in self.hot_spots if _running(h.kind)), None)
 
 
 def _running(kind: str) -> bool:

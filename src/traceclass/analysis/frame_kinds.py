@@ -30,30 +30,51 @@ thread state, so this frame-based split is the estimate of idle vs on-CPU time.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from typing import Iterable
 
-#: kind code -> label; ordered by priority (later wins when several rules match a stack)
-KINDS: dict[str, str] = {
-    "python": "Python compute",
-    "other": "native/other code (not Python)",
-    "unverified": "blocked or computing (source unavailable)",
-    "blocked": "likely blocked (inferred, no source)",
-    "native": "native/extension compute",
-    "alloc": "allocation and copying",
-    "io": "file or socket I/O",
-    "sleep": "sleep",
-    "lock": "lock or condition wait",
-    "serialization": "serialization",
-    "data": "data loading and decoding",
-    "gc": "garbage collection",
-    "import": "import and start-up",
+
+class FrameKind(enum.StrEnum):
+    """What a sample's time went to; members in priority order (later wins when several rules
+    match a stack). A member equals and hashes like its code, which is what the JSON writes."""
+
+    PYTHON = "python"
+    OTHER = "other"
+    UNVERIFIED = "unverified"
+    BLOCKED = "blocked"
+    NATIVE = "native"
+    ALLOC = "alloc"
+    IO = "io"
+    SLEEP = "sleep"
+    LOCK = "lock"
+    SERIALIZATION = "serialization"
+    DATA = "data"
+    GC = "gc"
+    IMPORT = "import"
+
+
+#: kind -> label, in priority order
+KINDS: dict[FrameKind, str] = {
+    FrameKind.PYTHON: "Python compute",
+    FrameKind.OTHER: "native/other code (not Python)",
+    FrameKind.UNVERIFIED: "blocked or computing (source unavailable)",
+    FrameKind.BLOCKED: "likely blocked (inferred, no source)",
+    FrameKind.NATIVE: "native/extension compute",
+    FrameKind.ALLOC: "allocation and copying",
+    FrameKind.IO: "file or socket I/O",
+    FrameKind.SLEEP: "sleep",
+    FrameKind.LOCK: "lock or condition wait",
+    FrameKind.SERIALIZATION: "serialization",
+    FrameKind.DATA: "data loading and decoding",
+    FrameKind.GC: "garbage collection",
+    FrameKind.IMPORT: "import and start-up",
 }
-KIND_CODES: tuple[str, ...] = tuple(KINDS)
+KIND_CODES: tuple[FrameKind, ...] = tuple(FrameKind)
 PRIORITY = {k: i for i, k in enumerate(KIND_CODES)}
-WAITING = frozenset({"lock", "sleep", "io", "blocked"})
+WAITING = frozenset({FrameKind.LOCK, FrameKind.SLEEP, FrameKind.IO, FrameKind.BLOCKED})
 #: kinds no rule gives: the default of a leaf that matched nothing, and the inferred wait
-DEFAULT_KINDS = frozenset({"python", "other", "unverified", "blocked"})
+DEFAULT_KINDS = frozenset({FrameKind.PYTHON, FrameKind.OTHER, FrameKind.UNVERIFIED, FrameKind.BLOCKED})
 #: a ``def`` line: py-spy ``--function`` reports each frame at its function's first line
 DEF_LINE = re.compile(r"^(async\s+)?(def|class)\s")
 _PY_FILE = (".py", ".pyw", ".pyx")
@@ -71,10 +92,13 @@ def source_known(text: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    kind: str
+    kind: FrameKind  # or its code
     scope: str  # "leaf" or "stack"
     field: str  # "function", "file" or "source"
     pattern: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FrameKind(self.kind))  # an unknown code raises here
 
 
 _SO = r"\.so(\.[\d.]+)?$|\.dylib$|\.dll$|\.pyd$"
@@ -144,14 +168,14 @@ class Classifier:
         return max(leaf, stack), stack
 
 
-def default_kind(file: str, source: str) -> str:
+def default_kind(file: str, source: str) -> FrameKind:
     """Kind of a leaf frame that no rule matches: ``python`` when its source line is known
     (``source``: text that tells what the line does, def lines of ``py-spy --function`` left
     out by the caller), ``unverified`` for a Python line without it, ``other`` for a frame that
     is not Python."""
     if not file or not python_file(file):
-        return "other"
-    return "python" if source else "unverified"
+        return FrameKind.OTHER
+    return FrameKind.PYTHON if source else FrameKind.UNVERIFIED
 
 
 def label(kind: str) -> str:

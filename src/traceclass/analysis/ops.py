@@ -30,6 +30,7 @@ import numpy as np
 
 from traceclass import costmodel
 from traceclass import timeline as tl
+from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
 from traceclass.analysis.op_costs import estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
@@ -167,6 +168,8 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     launched_at = np.where(gpu.api >= 0, api.start_ns[np.maximum(gpu.api, 0)] if len(api) else gpu.start_ns,
                            gpu.start_ns)
     warm = _in_windows(launched_at, windows) & active
+    # work queued before the profiler window (the previous iteration's backlog) is no step's work
+    warm |= backlog_mask(trace) & active
     use = active & ~warm
     g_owner = np.full(len(gpu), -1, dtype=np.int64)
     has_op = use & (gpu.op >= 0)

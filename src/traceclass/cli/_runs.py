@@ -88,7 +88,6 @@ def load_run(path: str, cfg: Config, source_roots: Sequence[str] = ()) -> tuple[
             if got is not None:
                 return got
         raise
-    from traceclass.compare.run import report_dict, run_from_dict
+    from traceclass.compare.run import report_dict, run_from_report
 
-    rd = report_dict(report)
-    return run_from_dict(rd, path), rd, None
+    return run_from_report(report), report_dict(report), None

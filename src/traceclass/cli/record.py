@@ -359,5 +359,6 @@ def _render(trace: Trace, args: argparse.Namespace) -> str:
         return render_trace(trace, args)
     from traceclass.analysis.cpu_profile import profile_samples
     from traceclass.render.cpu_markdown import cpu_profile_markdown
+    from traceclass.report.cpu import cpu_section
 
-    return cpu_profile_markdown(profile_samples(trace), args.top_n or 15)
+    return cpu_profile_markdown(cpu_section(profile_samples(trace)), args.top_n or 15)

@@ -13,8 +13,9 @@ Layout (JSON, ``kind = "traceclass-baseline"``, ``schema_version = 1``)::
                          profiler flags (record_shapes, with_stack, profile_memory, ...)
     metrics              what ``check`` compares (compare.gate.key_metrics), for people to read
     run                  the comparison-relevant part of the report (compare.run.report_dict):
-                         ``check`` and ``diff`` rebuild the run from it, so a baseline file can
-                         stand in for the trace it was made from
+                         ``check`` and ``diff`` rebuild the Report from it
+                         (compare.run.report_from_dict), so a baseline file can stand in for the
+                         trace it was made from
 """
 
 from __future__ import annotations

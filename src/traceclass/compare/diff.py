@@ -40,7 +40,8 @@ from traceclass.compare.match import (
     pair_ops,
     pair_stages,
 )
-from traceclass.compare.run import OpGroup, Run, Stage, gpu_names, mean
+from traceclass.compare.run import Run, gpu_names, mean
+from traceclass.report.model import OpRow, StageRow
 from traceclass.report.plain import plain
 
 SCHEMA_VERSION = 1
@@ -270,7 +271,7 @@ def _info(r: Run) -> RunInfo:
                    cpu_samples=cpu.samples if cpu else None, cpu_interval_ns=cpu.interval_ns if cpu else None)
 
 
-def _stage_delta(sb: Stage, sc: Stage) -> StageDelta:
+def _stage_delta(sb: StageRow, sc: StageRow) -> StageDelta:
     return StageDelta(
         name=sb.name, candidate_name=sc.name, kind=sb.kind, count_baseline=sb.count, count_candidate=sc.count,
         p50=make_delta(sb.wall_ns, sc.wall_ns, sb.p50_ns, sc.p50_ns, "ns"),
@@ -286,7 +287,7 @@ def _stages(b: Run, c: Run) -> tuple[list[StageDelta], list[str], list[str]]:
     return rows, [s.name for s in p.only_baseline], [s.name for s in p.only_candidate]
 
 
-def _per_step(o: OpGroup | None, run: Run, series: bool) -> tuple[list[float], float]:
+def _per_step(o: OpRow | None, run: Run, series: bool) -> tuple[list[float], float]:
     """(samples, value) of an op group's time per step; an absent group is 0 in every step."""
     if series and o is None:
         return [0.0] * run.series_steps, 0.0
@@ -296,7 +297,7 @@ def _per_step(o: OpGroup | None, run: Run, series: bool) -> tuple[list[float], f
     return [], ((o.total_ns if o is not None else 0) / max(run.steps_of_ops, 1))
 
 
-def _op_delta(ob: OpGroup | None, oc: OpGroup | None, b: Run, c: Run, series: bool, status: str) -> OpDelta:
+def _op_delta(ob: OpRow | None, oc: OpRow | None, b: Run, c: Run, series: bool, status: str) -> OpDelta:
     xb, vb = _per_step(ob, b, series)
     xc, vc = _per_step(oc, c, series)
     ref = ob or oc
@@ -370,7 +371,7 @@ def _gpu_step(b: Run, c: Run) -> GpuStepDelta | None:
     if not (b.has_gpu and c.has_gpu and sb and sc and sb.gpu_busy_each_ns and sc.gpu_busy_each_ns):
         return None
 
-    def parts(run: Run, st: Stage) -> tuple[list[float], list[float], list[float]]:
+    def parts(run: Run, st: StageRow) -> tuple[list[float], list[float], list[float]]:
         busy = [float(x) for x in st.gpu_busy_each_ns]
         idle = [max(float(w) - x, 0.0) for w, x in zip(st.wall_ns, busy)]
         copy: list[float] = []

@@ -37,7 +37,8 @@ from typing import Any, Mapping
 from traceclass.compare import noise
 from traceclass.compare.match import Callout, environment_differences, pair_stages
 from traceclass.compare.noise import NoiseCall
-from traceclass.compare.run import Run, Stage
+from traceclass.compare.run import Run
+from traceclass.report.model import StageRow
 
 GATE_RULE = (
     f"a P50 (step or stage) fails when it grew by more than its threshold and the per-occurrence samples "
@@ -115,7 +116,7 @@ def key_metrics(run: Run) -> dict[str, Any]:
     }
 
 
-def gpu_busy_share(st: Stage) -> tuple[float, list[float]] | None:
+def gpu_busy_share(st: StageRow) -> tuple[float, list[float]] | None:
     """(busy ÷ wall over the steady steps in %, per-step shares) or None without GPU data."""
     if not st.gpu_busy_each_ns or not st.wall_ns or len(st.gpu_busy_each_ns) != len(st.wall_ns):
         return None
@@ -141,7 +142,7 @@ def _limit(key: str, th: float, unit: str = "%") -> str:
     return f"+{th:g}{unit} ({key})"
 
 
-def _time_row(metric: str, name: str, sb: Stage, sc: Stage, key: str, th: float, tested: bool = True) -> CheckRow:
+def _time_row(metric: str, name: str, sb: StageRow, sc: StageRow, key: str, th: float, tested: bool = True) -> CheckRow:
     b = sb.p50_ns if metric.endswith("P50") else sb.p99_ns
     c = sc.p50_ns if metric.endswith("P50") else sc.p99_ns
     call = noise.judge(sb.wall_ns, sc.wall_ns, b, c) if tested else None
@@ -277,7 +278,7 @@ def _memory_row(b: Run, c: Run, th: float) -> CheckRow:
     return CheckRow("peak memory", pc[0], pb[1], pc[1], "bytes", limit, status, None, "one value per run")
 
 
-def find_stage(run: Run, name: str) -> Stage | None:
+def find_stage(run: Run, name: str) -> StageRow | None:
     exact = [s for s in run.stages if s.name == name]
     if exact:
         return exact[0]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, TypeVar
 
-from traceclass.compare.run import Family, OpGroup, Run, Stage, gpu_names
+from traceclass.compare.run import Run, gpu_names, op_key
+from traceclass.report.model import KernelFamilyRow, OpRow, StageRow
 
 T = TypeVar("T")
 
@@ -134,7 +135,7 @@ def pair(b_items: Iterable[T], c_items: Iterable[T], key) -> Pairing:  # type: i
 def pair_stages(b: Run, c: Run) -> Pairing:
     sb, sc = b.step, c.step
 
-    def key(s: Stage) -> tuple[str, str]:
+    def key(s: StageRow) -> tuple[str, str]:
         if s is sb or s is sc:
             return ("step", "")
         return (s.kind if s.kind == "step" else "", s.name)
@@ -142,28 +143,28 @@ def pair_stages(b: Run, c: Run) -> Pairing:
     return pair(b.stages, c.stages, key)
 
 
-def merged_ops(run: Run) -> list[OpGroup]:
+def merged_ops(run: Run) -> list[OpRow]:
     """Op groups with equal matching keys merged (series added element-wise)."""
-    merged: dict[tuple[str, str, str, str], OpGroup] = {}
+    merged: dict[tuple[str, str, str, str], OpRow] = {}
     for o in run.ops:
-        prev = merged.get(o.key)
+        prev = merged.get(op_key(o))
         if prev is None:
-            merged[o.key] = o
+            merged[op_key(o)] = o
             continue
         steps = tuple(a + b for a, b in zip(prev.step_ns, o.step_ns)) if len(prev.step_ns) == len(o.step_ns) else ()
-        merged[o.key] = dataclasses.replace(
+        merged[op_key(o)] = dataclasses.replace(
             prev, count=prev.count + o.count, total_ns=prev.total_ns + o.total_ns, step_ns=steps,
             top_kernels=tuple(dict.fromkeys(prev.top_kernels + o.top_kernels))[:3])
     return list(merged.values())
 
 
 def pair_ops(b: Run, c: Run) -> Pairing:
-    return pair(merged_ops(b), merged_ops(c), lambda o: o.key)
+    return pair(merged_ops(b), merged_ops(c), op_key)
 
 
 def pair_families(b: Run, c: Run) -> Pairing:
     return pair(b.families, c.families, lambda f: f.family)
 
 
-def family_names(fams: Iterable[Family]) -> list[str]:
+def family_names(fams: Iterable[KernelFamilyRow]) -> list[str]:
     return [f.family for f in fams]

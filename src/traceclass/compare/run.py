@@ -1,10 +1,13 @@
-"""What a comparison needs from one run, read from a Report or from its JSON form.
+"""What a comparison needs from one run: a :class:`~traceclass.report.model.Report` and its
+sampled CPU profile's comparable part.
 
-A run reaches ``diff`` / ``check`` either as a trace (analysed into a
-:class:`~traceclass.report.model.Report`) or as a JSON report written earlier by
-``traceclass analyze --format json`` (or the ``run`` block of a baseline file). Both paths go
-through the same plain-dict form (:func:`report_dict`), so a diff of two traces and a diff of
-their saved reports are the same diff.
+A run reaches ``diff`` / ``check`` either as a trace (analysed into a Report) or as a saved
+document: a JSON report of ``traceclass analyze --format json``, the ``run`` block of a baseline
+file, or :meth:`Report.to_json`. :func:`report_from_dict` is the one place that turns a saved
+document into a Report (older layouts included), so a diff of two traces and a diff of their
+saved reports are the same diff. :class:`Run` reads the report's own rows (``StageRow``,
+``OpRow``, ``KernelFamilyRow``, ``DeviceRow``, ``MemoryRow``, ``Finding``): no copy of their
+schema here.
 
 Reports written before per-step series existed (no ``step_ns``) still load: op groups and
 kernel families then fall back to "total ÷ steps in the trace" with the noise unknown.
@@ -22,86 +25,27 @@ from typing import Any, Mapping, Sequence
 from traceclass.analysis.cpu_types import frame_location
 from traceclass.analysis.stages import WHOLE_TRACE
 from traceclass.errors import TraceFormatError
+from traceclass.report.model import (DeviceRow, KernelFamilyRow, MemoryRow, OpRow, Report, StageRow)
 from traceclass.report.plain import plain
-from traceclass.report.model import Report
 from traceclass.rule import Finding
 
-# the report keys a comparison reads (the rest of the report is not needed)
+# the report keys a comparison reads: what a baseline file keeps of the report
 _KEYS = ("schema_version", "traceclass_version", "source", "hardware", "devices", "stages", "ops",
          "ops_time_basis", "ops_cover", "kernels", "kernel_families", "memory", "step_series_steps", "findings",
-         "thresholds")
+         "thresholds", "cpu_profile")
+
+# report fields a saved document may lack (baseline ``run`` blocks keep only _KEYS; older reports
+# predate some); ``ops_cover`` absent means an older report whose op totals cover every step
+_MISSING = {"hardware": [], "devices": [], "stages": [], "ops": [], "ops_total_ns": 0, "ops_time_basis": "",
+            "unmodeled_ops": {}, "kernels": [], "findings": [], "opportunities": [], "notes": [],
+            "thresholds": {}, "ops_cover": ""}
 
 
-@dataclasses.dataclass(frozen=True)
-class Stage:
-    name: str
-    kind: str
-    count: int
-    warmup_count: int
-    p50_ns: float | None
-    p99_ns: float | None
-    wall_ns: tuple[int, ...]
-    gpu_busy_each_ns: tuple[int, ...]
-    gpu_share_pct: float | None
-
-
-@dataclasses.dataclass(frozen=True)
-class OpGroup:
-    name: str
-    shapes: str
-    dtype: str
-    kind: str  # "op", "kernel", "graph"
-    count: int
-    total_ns: int
-    step_ns: tuple[int, ...]
-    top_kernels: tuple[str, ...]
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        """Matching key: op groups by name, shapes and dtype; kernel/graph groups by name."""
-        if self.kind == "op":
-            return ("op", self.name, self.shapes, self.dtype)
-        return (self.kind, self.name, "", "")
-
-
-@dataclasses.dataclass(frozen=True)
-class Family:
-    family: str
-    count: int
-    total_ns: int
-    step_ns: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Device:
-    device: int
-    name: str
-    busy_pct: float | None
-    idle_pct: float | None
-    copy_pct: float | None
-    busy_ns: int
-    idle_ns: int
-    copy_ns: int
-    window_ns: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Memory:
-    device_type: str
-    device: int
-    peak_allocated_bytes: int
-    peak_reserved_bytes: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class FindingRef:
-    fingerprint: str
-    code: str
-    name: str
-    severity: str
-    message: str
-    location: str
-    recoverable_ns: int
+def op_key(o: OpRow) -> tuple[str, str, str, str]:
+    """Matching key: op groups by name, shapes and dtype; kernel/graph groups by name."""
+    if o.kind == "op":
+        return ("op", o.name, o.shapes, o.dtype)
+    return (o.kind, o.name, "", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,30 +110,97 @@ class CpuRun:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    file: str
-    format: str
-    producer: str
-    format_version: str
-    traceclass_version: str
-    meta: Mapping[str, Any]
-    start_epoch_ns: int | None
-    start_epoch_basis: str
-    hardware: tuple[tuple[int, str, str | None], ...]  # (device, reported name, spec used)
-    devices: tuple[Device, ...]
-    stages: tuple[Stage, ...]
-    ops: tuple[OpGroup, ...]
-    ops_time_basis: str
-    families: tuple[Family, ...]
-    memory: tuple[Memory, ...]
-    findings: tuple[FindingRef, ...]
-    series_steps: int  # steady steps behind OpGroup.step_ns (0: no series in the input)
-    ops_cover: str  # "steady steps" (current reports) or "" (older reports: every step)
-    warmup_steps: int | None
-    has_gpu: bool
+    """One run as a comparison reads it: the report, plus its CPU profile's comparable part."""
+
+    report: Report
     cpu: CpuRun | None = None  # sampled CPU profile, when the trace holds samples
 
     @property
-    def step(self) -> Stage | None:
+    def file(self) -> str:
+        return self.report.source.file
+
+    @property
+    def format(self) -> str:
+        return self.report.source.format
+
+    @property
+    def producer(self) -> str:
+        return self.report.source.producer
+
+    @property
+    def format_version(self) -> str:
+        return self.report.source.format_version
+
+    @property
+    def traceclass_version(self) -> str:
+        return self.report.traceclass_version
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.report.source.meta
+
+    @property
+    def start_epoch_ns(self) -> int | None:
+        return self.report.source.start_epoch_ns
+
+    @property
+    def start_epoch_basis(self) -> str:
+        return self.report.source.start_epoch_basis
+
+    @property
+    def hardware(self) -> tuple[tuple[int, str, str | None], ...]:
+        """(device, reported name, spec used) per hardware row."""
+        return tuple((h.device, h.reported_name, h.spec) for h in self.report.hardware)
+
+    @property
+    def devices(self) -> tuple[DeviceRow, ...]:
+        return self.report.devices
+
+    @property
+    def stages(self) -> tuple[StageRow, ...]:
+        return self.report.stages
+
+    @property
+    def ops(self) -> tuple[OpRow, ...]:
+        return self.report.ops
+
+    @property
+    def ops_time_basis(self) -> str:
+        return self.report.ops_time_basis
+
+    @property
+    def families(self) -> tuple[KernelFamilyRow, ...]:
+        return self.report.kernel_families
+
+    @property
+    def memory(self) -> tuple[MemoryRow, ...]:
+        return self.report.memory
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.report.findings
+
+    @property
+    def series_steps(self) -> int:
+        """Steady steps behind OpRow.step_ns (0: no series in the input)."""
+        return self.report.step_series_steps
+
+    @property
+    def ops_cover(self) -> str:
+        """"steady steps" (current reports) or "" (older reports: every step)."""
+        return self.report.ops_cover
+
+    @property
+    def warmup_steps(self) -> int | None:
+        warm = self.report.thresholds.get("warmup_steps")
+        return int(warm) if isinstance(warm, (int, float)) else None
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.report.devices) or int(self.report.source.counts.get("gpu_activities", 0) or 0) > 0
+
+    @property
+    def step(self) -> StageRow | None:
         """The step stage (``ProfilerStep`` or the synthetic whole-trace step)."""
         steps = [s for s in self.stages if s.kind == "step"]
         return max(steps, key=lambda s: s.count) if steps else None
@@ -215,48 +226,9 @@ class Run:
 
 
 def report_dict(report: Report) -> dict[str, Any]:
-    """The comparison-relevant part of a Report as plain JSON-compatible data."""
-    d = {k: _plain(getattr(report, k)) for k in _KEYS if hasattr(report, k)}
-    cpu = getattr(report, "cpu_profile", None)
-    if cpu is not None:
-        d["cpu_profile"] = cpu_profile_dict(cpu)
-    return d
-
-
-def cpu_profile_dict(cpu: Any) -> dict[str, Any]:
-    """The comparable part of a CpuProfile, with the JSON report's key names."""
-
-    def frame(f: Any) -> dict[str, Any]:
-        d = {"function": f.function, "file": f.file, "line": f.line, "kind": f.kind, "self_ns": f.self_ns,
-             "self_pct": f.self_pct}
-        if cpu.unit == "samples":
-            d["self_samples"] = f.self_value
-        return d
-
-    def kind(k: Any) -> dict[str, Any]:
-        d = {"kind": k.kind, "label": k.label, "time_ns": k.ns, "share_pct": k.pct}
-        if cpu.unit == "samples":
-            d["samples"] = k.value
-        return d
-
-    return _plain({
-        "unit": cpu.unit,
-        "interval_ns": cpu.interval_ns,
-        "total_ns": cpu.total_ns,
-        "samples": cpu.samples,
-        "includes_idle": cpu.includes_idle,
-        "gil_only": cpu.gil_only,
-        "source_lines_read": cpu.source_lines,
-        "kinds": [kind(k) for k in cpu.kinds],
-        "threads": [{"pid": t.pid if t.pid >= 0 else None, "tid": t.tid if t.tid >= 0 else None, "name": t.name,
-                     "samples": t.samples, "time_ns": t.ns, "share_pct": t.share_pct,
-                     "running_pct": t.running_pct} for t in cpu.threads],
-        "hot_spots": [frame(f) for f in cpu.hot_spots],
-    })
-
-
-def _plain(obj: Any) -> Any:
-    return plain(obj, evidence=False)
+    """The comparison-relevant part of a Report as plain JSON data (a baseline's ``run`` block);
+    :func:`report_from_dict` reads it back."""
+    return {k: v for k, v in plain(report, evidence=False).items() if k in _KEYS}
 
 
 def is_report_dict(d: Any) -> bool:
@@ -264,128 +236,49 @@ def is_report_dict(d: Any) -> bool:
 
 
 def run_from_report(report: Report) -> Run:
-    return run_from_dict(report_dict(report), "<report>")
+    cpu = report.cpu_profile
+    return Run(report, None if cpu is None else _cpu_from_dict(plain(cpu)))
 
 
 def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
-    """Rebuild a :class:`Run` from a JSON report; malformed input raises TraceFormatError."""
+    """Rebuild a :class:`Run` from a saved report; malformed input raises TraceFormatError."""
+    report, cpu = report_from_dict(d, path)
     try:
-        return _run_from_dict(d)
+        return Run(report, _cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise TraceFormatError(path, f"not a usable traceclass JSON report ({what})") from None
 
 
-def _ints(xs: Any) -> tuple[int, ...]:
-    return tuple(int(x) for x in (xs or ()) if x is not None)
-
-
-def _opt_float(x: Any) -> float | None:
-    return None if x is None else float(x)
-
-
-def _run_from_dict(d: Mapping[str, Any]) -> Run:
-    src = d["source"]
-    stages = tuple(
-        Stage(
-            name=str(s["name"]),
-            kind=str(s.get("kind", "user")),
-            count=int(s.get("count", 0)),
-            warmup_count=int(s.get("warmup_count", 0) or 0),
-            p50_ns=_opt_float(s.get("p50_ns")),
-            p99_ns=_opt_float(s.get("p99_ns")),
-            wall_ns=_ints(s.get("wall_ns")),
-            gpu_busy_each_ns=_ints(s.get("gpu_busy_each_ns")),
-            gpu_share_pct=_opt_float(s.get("gpu_share_pct")),
-        )
-        for s in d.get("stages", ())
-    )
-    ops = tuple(
-        OpGroup(
-            name=str(o["name"]),
-            shapes=str(o.get("shapes", "")),
-            dtype=str(o.get("dtype", "")),
-            kind=str(o.get("kind", "op")),
-            count=int(o.get("count", 0)),
-            total_ns=int(o.get("total_ns", 0)),
-            step_ns=_ints(o.get("step_ns")),
-            top_kernels=tuple(str(k) for k in (o.get("top_kernels") or ())),
-        )
-        for o in d.get("ops", ())
-    )
-    fam_rows = d.get("kernel_families")
-    if fam_rows is None:  # older report: rebuild from the (possibly truncated) kernel table
+def report_from_dict(d: Mapping[str, Any], path: str) -> tuple[Report, Any]:
+    """(the Report, its ``cpu_profile`` block as written) from any saved layout: ``--format json``
+    (with ``verdict``), a baseline's ``run`` block (``_KEYS`` only), ``Report.to_json``, or an
+    older report (no ``kernel_families``: rebuilt from its kernel table, which may be truncated)."""
+    if not isinstance(d, Mapping) or not isinstance(d.get("source"), Mapping):
+        raise TraceFormatError(path, "not a usable traceclass JSON report (missing 'source')")
+    # the CPU block goes to _cpu_from_dict: baselines written before the report model had a typed
+    # CPU section hold only the comparable part of it
+    doc = {k: v for k, v in d.items() if k != "verdict"} | {"cpu_profile": None}
+    for k, v in _MISSING.items():
+        doc.setdefault(k, v)
+    if "kernel_families" not in doc:
         agg: dict[str, list[int]] = {}
-        for k in d.get("kernels", ()):
+        for k in doc["kernels"]:
             a = agg.setdefault(str(k.get("family", "other")), [0, 0])
             a[0] += int(k.get("count", 0))
             a[1] += int(k.get("total_ns", 0))
-        fam_rows = [{"family": f, "count": c, "total_ns": t} for f, (c, t) in agg.items()]
-    families = tuple(
-        Family(family=str(f["family"]), count=int(f.get("count", 0)), total_ns=int(f.get("total_ns", 0)),
-               step_ns=_ints(f.get("step_ns")))
-        for f in fam_rows
-    )
-    devices = tuple(
-        Device(
-            device=int(x["device"]),
-            name=str(x.get("name", "")),
-            busy_pct=_opt_float(x.get("busy_pct")),
-            idle_pct=_opt_float(x.get("idle_pct")),
-            copy_pct=_opt_float(x.get("copy_pct")),
-            busy_ns=int(x.get("busy_ns", 0)),
-            idle_ns=int(x.get("idle_ns", 0)),
-            copy_ns=int(x.get("copy_ns", 0)),
-            window_ns=int(x.get("window_ns", 0)),
-        )
-        for x in d.get("devices", ())
-    )
-    memory = tuple(
-        Memory(device_type=str(m["device_type"]), device=int(m.get("device", -1)),
-               peak_allocated_bytes=int(m["peak_allocated_bytes"]),
-               peak_reserved_bytes=None if m.get("peak_reserved_bytes") is None else int(m["peak_reserved_bytes"]))
-        for m in d.get("memory", ()) or ()
-    )
-    findings = []
-    for f in d.get("findings", ()) or ():
-        fp = f.get("fingerprint")
-        if not fp:  # recompute as the report does
-            fp = Finding(code=str(f["code"]), name="", severity="", message="", recoverable_ns=0, estimate="",
-                         fix="", location=str(f.get("location", ""))).fingerprint
-        findings.append(FindingRef(fingerprint=str(fp), code=str(f.get("code", "")), name=str(f.get("name", "")),
-                                   severity=str(f.get("severity", "")), message=str(f.get("message", "")),
-                                   location=str(f.get("location", "")),
-                                   recoverable_ns=int(f.get("recoverable_ns", 0) or 0)))
-    hardware = tuple((int(h["device"]), str(h.get("reported_name", "")), h.get("spec"))
-                     for h in d.get("hardware", ()) or ())
+        doc["kernel_families"] = [{"family": f, "count": c, "total_ns": t} for f, (c, t) in agg.items()]
+    try:
+        report = Report.from_json(doc)
+    except TraceFormatError as exc:
+        raise TraceFormatError(path, f"not a usable traceclass JSON report ({exc.problem})") from None
     cpu = d.get("cpu_profile")
-    th = d.get("thresholds") or {}
-    warm = th.get("warmup_steps") if isinstance(th, Mapping) else None
-    epoch = src.get("start_epoch_ns")
-    counts = src.get("counts") or {}
-    return Run(
-        file=str(src.get("file", "")),
-        format=str(src.get("format", "")),
-        producer=str(src.get("producer", "")),
-        format_version=str(src.get("format_version", "")),
-        traceclass_version=str(d.get("traceclass_version", "")),
-        meta=dict(src.get("meta") or {}),
-        start_epoch_ns=int(epoch) if isinstance(epoch, (int, float)) else None,
-        start_epoch_basis=str(src.get("start_epoch_basis", "")),
-        hardware=hardware,
-        devices=devices,
-        stages=stages,
-        ops=ops,
-        ops_time_basis=str(d.get("ops_time_basis", "")),
-        families=families,
-        memory=memory,
-        findings=tuple(findings),
-        series_steps=int(d.get("step_series_steps", 0) or 0),
-        ops_cover=str(d.get("ops_cover") or ""),
-        warmup_steps=int(warm) if isinstance(warm, (int, float)) else None,
-        has_gpu=bool(devices) or int(counts.get("gpu_activities", 0) or 0) > 0,
-        cpu=_cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None,
-    )
+    if isinstance(cpu, Mapping):
+        try:  # the whole typed section, where the document holds it (reports; baselines since 0d7afc6)
+            report = dataclasses.replace(report, cpu_profile=Report.from_json(doc | {"cpu_profile": cpu}).cpu_profile)
+        except TraceFormatError:
+            pass  # an older baseline's comparable part only: the comparison reads it all the same
+    return report, cpu
 
 
 def _opt_int(x: Any) -> int | None:

@@ -17,6 +17,7 @@ fact                      module
 ``gaps(device)``          :mod:`traceclass.facts.gaps`
 ``sync_events``           :mod:`traceclass.facts.syncs`
 ``host_view``             :mod:`traceclass.facts.host`
+``idle_causes``           :mod:`traceclass.facts.idle_causes` (one cause per idle stretch)
 ``ops``                   :mod:`traceclass.analysis.ops`
 ``stage_roofline``        :mod:`traceclass.facts.stage_roofline`
 ``step_series``           :mod:`traceclass.facts.step_series`
@@ -29,6 +30,18 @@ fact                      module
 
 from __future__ import annotations
 
-from traceclass.facts.core import Facts, analyze
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceclass.facts.core import Facts, analyze
 
 __all__ = ("Facts", "analyze")
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the report model imports the row types of facts/rows.py without the analyses
+    if name in __all__:
+        from traceclass.facts import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

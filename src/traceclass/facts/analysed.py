@@ -88,8 +88,11 @@ def analysed_time(occ: Occurrences) -> AnalysedTime:
 def gpu_in_analysed(trace: Trace, at: AnalysedTime) -> np.ndarray:
     """Mask over ``trace.gpu``: rows in the analysed time (see the module docstring); GPU-side
     sync records are never in it."""
+    from traceclass.analysis.backlog import backlog_mask
+
     gpu = trace.gpu
-    active = gpu.kind != GpuKind.SYNC
+    # work queued before the profiler window belongs to no analysed step (TC207 reports it)
+    active = (gpu.kind != GpuKind.SYNC) & ~backlog_mask(trace)
     if at.synthetic:
         return active
     when = gpu.start_ns.copy()

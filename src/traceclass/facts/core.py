@@ -17,9 +17,11 @@ from traceclass.config import AnalysisConfig
 from traceclass.facts.analysed import AnalysedTime, analysed_time, gpu_in_analysed
 from traceclass.facts.gaps import Gaps, active_devices, device_gaps
 from traceclass.facts.host import HostView, host_view
+from traceclass.facts.idle_causes import IdleCauses, idle_causes
 from traceclass.facts.idle_host import host_during
-from traceclass.facts.kernels import KernelFamilyStats, KernelStats, kernel_families, kernel_stats
-from traceclass.facts.memory import MemoryPeak, memory_peaks
+from traceclass.facts.kernels import kernel_families, kernel_stats
+from traceclass.facts.memory import memory_peaks
+from traceclass.facts.rows import KernelFamilyStats, KernelStats, MemoryPeak
 from traceclass.facts.roof import roof_for
 from traceclass.facts.stage_roofline import StageWork, stage_work
 from traceclass.facts.step_series import MAX_STEP_SERIES, StepSeries, step_series
@@ -137,6 +139,13 @@ class Facts:
     @functools.cached_property
     def host_view(self) -> HostView:
         return host_view(self.trace, self.sync_events)
+
+    @functools.cached_property
+    def idle_causes(self) -> IdleCauses:
+        """Every GPU-idle stretch of the analysed time with exactly one cause (host sync, host work,
+        data loading, launch overhead, communication, initialisation, outside the window, suspected
+        profiler overhead, unknown): the one attribution the idle-time rules and the verdict use."""
+        return idle_causes(self.trace, self.analysed, self.sync_events, self.host_view)
 
     # ----------------------------------------------------------------- ops and roofline
 

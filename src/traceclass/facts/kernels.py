@@ -2,44 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from traceclass.analysis.gpu_timeline import DeviceTimeline
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.ops import OpAnalysis
+from traceclass.facts.rows import KernelFamilyStats, KernelStats
 from traceclass.model import GpuKind, Trace
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelStats:
-    name: str
-    family: str
-    device: int
-    count: int
-    total_ns: int
-    mean_ns: float
-    p50_ns: float
-    max_ns: int
-    share_pct: float  # of the summed busy time of every device
-    bound: str  # from the op that launched it when that op launched only this kernel
-    ops: tuple[str, ...]  # launching op names (most time first)
-    full_name: str = ""
-    flops: float | None = None  # per call, where the kernel is its op's only GPU work
-    bytes: float | None = None
-    intensity: float | None = None
-    achieved_flops_per_s: float | None = None
-    achieved_bytes_per_s: float | None = None
-    pct_of_roof: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelFamilyStats:
-    family: str
-    count: int
-    total_ns: int  # summed durations over the whole trace
-    step_ns: tuple[int, ...] = ()  # summed durations launched from each analysed step, time order
 
 
 def kernel_stats(trace: Trace, opa: OpAnalysis, timelines: list[DeviceTimeline], family: np.ndarray,

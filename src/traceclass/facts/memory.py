@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+from traceclass.facts.rows import MemoryPeak
 from traceclass.model import Trace
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryPeak:
-    device_type: str  # "cpu" or "gpu"
-    device: int  # -1 host
-    events: int
-    peak_allocated_bytes: int
-    peak_reserved_bytes: int | None  # None when the allocator reports no reserve (CPU)
 
 
 def memory_peaks(trace: Trace) -> tuple[MemoryPeak, ...]:

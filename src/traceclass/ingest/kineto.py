@@ -126,6 +126,10 @@ _CATEGORY = {
     "gpu_memset": _MEMSET,
     "Memset": _MEMSET,
     "cuda_sync": _SYNC,
+    # MTIA (Meta's accelerator): device compute events and their runtime calls, analysed as a
+    # device timeline like GPU kernels (correlation ids link them the same way)
+    "mtia_ccp_events": _KERNEL,
+    "mtia_runtime": _API,
     "cpu_instant_event": _MEM,
     "Trace": _SPAN,
 }
@@ -227,6 +231,9 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     ):
         if counts.get(cat):
             notes.append(f"{counts[cat]} {label} not analysed (not supported yet)")
+    if counts.get("mtia_ccp_events"):
+        notes.append(f"{counts['mtia_ccp_events']} MTIA device events analysed as device work (timeline, idle, "
+                     "ops); MTIA peaks are not in the hardware table, so they get no roofline label")
     if counts.get("cuda_profiler_range") and not len(gpu):
         notes.append(
             "trace was recorded in CUPTI range-profiler mode: it has no kernel events, so no "
@@ -369,6 +376,9 @@ class _ChunkState:
             is_mem = np.array([cats[i] == "cpu_instant_event" for i in inst.tolist()], dtype=bool)
             codes[inst[is_mem]] = _MEM
         counts = self.counts
+        n_mtia = cats.count("mtia_ccp_events")
+        if n_mtia:
+            counts["mtia_ccp_events"] = counts.get("mtia_ccp_events", 0) + n_mtia
         for i in np.flatnonzero(x & (cat < 0)).tolist():
             c = cats[i]
             key = c if c in ("gpu_user_annotation", "overhead", "cuda_profiler_range") else "?" + str(c)[:40]

@@ -45,6 +45,7 @@ from traceclass.ingest.source import Progress
 from traceclass.model import (
     Annotations,
     ApiCalls,
+    Captured,
     GpuActivity,
     InputsTable,
     Ops,
@@ -170,18 +171,18 @@ def _read(db: NsysDb, path: str, progress: Progress) -> Trace:
     capture_types = {v for k, v in db.key_values("META_DATA_CAPTURE") if k == "CAPTURE_EVENT_TYPE"}
     captured = set()
     if any(t in db.columns for t in (KERNEL, MEMCPY, MEMSET)):
-        captured.add("gpu")
+        captured.add(Captured.GPU)
     if RUNTIME in db.columns:
-        captured.add("api")
+        captured.add(Captured.API)
     if nvtx is not None:
-        captured.add("annotations")
+        captured.add(Captured.ANNOTATIONS)
         notes.extend(nvtx.notes)
         if len(nvtx.ops):
-            captured.add("ops")
+            captured.add(Captured.OPS)
         if nvtx.has_shapes:
-            captured.add("shapes")
+            captured.add(Captured.SHAPES)
     if sampled is not None:
-        captured.add("samples")
+        captured.add(Captured.SAMPLES)
     notes.extend(_absence_notes(db, nvtx is not None, capture_types))
     if len(gpu):
         unlinked = int(((gpu.api < 0) & (gpu.kind == 0)).sum())

@@ -9,6 +9,7 @@ import numpy as np
 from traceclass.ingest.sourcelines import attach_source_lines
 from traceclass.ingest.stacks import FrameInterner, TrieBuilder
 from traceclass.model import (
+    Captured,
     InputsTable,
     PythonFrames,
     Samples,
@@ -77,9 +78,9 @@ def assemble(
     meta: dict[str, Any] | None = None,
     format_version: str = "",
 ) -> Trace:
-    captured = {"samples"}
+    captured = {Captured.SAMPLES}
     if python is not None and len(python):
-        captured.add("python")
+        captured.add(Captured.PYTHON)
     trace = Trace(
         source=SourceInfo(path=path, format=fmt, producer=producer, format_version=format_version, size_bytes=size),
         strings=strings,

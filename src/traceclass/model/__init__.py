@@ -3,6 +3,7 @@
 from traceclass.model.enums import (
     AnnotationKind,
     ApiKind,
+    Captured,
     CopyKind,
     GpuKind,
     MemKind,
@@ -28,6 +29,7 @@ __all__ = [
     "Annotations",
     "ApiCalls",
     "ApiKind",
+    "Captured",
     "CopyKind",
     "DeviceInfo",
     "Frames",

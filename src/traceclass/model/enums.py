@@ -5,7 +5,23 @@ The values are part of the model's contract (tables hold them as int8); never re
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, StrEnum
+
+
+class Captured(StrEnum):
+    """A kind of data a source recorded (``Trace.captured``).
+
+    A ``StrEnum`` member equals and hashes like its value, so ``"gpu" in trace.captured`` holds
+    and the JSON report writes the plain string."""
+
+    OPS = "ops"
+    ANNOTATIONS = "annotations"
+    API = "api"
+    GPU = "gpu"
+    PYTHON = "python"
+    MEMORY = "memory"
+    SHAPES = "shapes"
+    SAMPLES = "samples"
 
 
 class GpuKind(IntEnum):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from traceclass.model.enums import Vendor
+from traceclass.model.enums import Captured, Vendor
 from traceclass.model.strings import InputsTable, StringTable
 from traceclass.model.tables import (
     Annotations,
@@ -86,9 +86,13 @@ class Trace:
     samples: Samples = dataclasses.field(default_factory=Samples.empty)
     sampling: SamplingInfo | None = None
     window: tuple[int, int] | None = None  # profiler window [start, end) in ns, when recorded
-    captured: frozenset[str] = frozenset()
+    captured: frozenset[Captured] = frozenset()  # readers may pass the plain strings
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # an unknown kind is a reader bug: Captured() raises on it
+        object.__setattr__(self, "captured", frozenset(Captured(c) for c in self.captured))
 
     def replace(self, **changes: Any) -> "Trace":
         return dataclasses.replace(self, **changes)

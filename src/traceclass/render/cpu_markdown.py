@@ -1,4 +1,4 @@
-"""The CPU profile section of the report (markdown) and its JSON form.
+"""The CPU profile section of the report (markdown).
 
 Every name from the profile (functions, files, thread names) is untrusted and goes through
 :func:`traceclass.render.escape.code`; labels and numbers are ours.
@@ -6,12 +6,9 @@ Every name from the profile (functions, files, thread names) is untrusted and go
 
 from __future__ import annotations
 
-from typing import Any
-
-from traceclass.analysis.cpu_types import COMPUTE_BASIS, NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare
-from traceclass.analysis.cpu_types import ThreadProfile
-from traceclass.analysis.frame_kinds import label as kind_label
 from traceclass import units
+from traceclass.analysis.cpu_types import COMPUTE_BASIS
+from traceclass.report.cpu import CpuSection, kind_text
 from traceclass.render.escape import code
 
 _BASIS_TEXT = {
@@ -23,7 +20,7 @@ _BASIS_TEXT = {
 }
 
 
-def _amount(cpu: CpuProfile, value: int, ns: int | None) -> str:
+def _amount(cpu: CpuSection, value: int, ns: int | None) -> str:
     if cpu.unit == "ns":
         return units.duration(value)
     if cpu.unit == "samples":
@@ -31,12 +28,12 @@ def _amount(cpu: CpuProfile, value: int, ns: int | None) -> str:
     return f"{value:,}"
 
 
-def _unit_words(cpu: CpuProfile) -> str:
+def _unit_words(cpu: CpuSection) -> str:
     """The file's own unit for values that are not time (speedscope ``none``: plain units)."""
-    return {"none": "units", "": "units"}.get(cpu.weight_unit, cpu.weight_unit)
+    return {"none": "units", "": "units"}.get(cpu.weight_unit or "", cpu.weight_unit or "")
 
 
-def _value_header(cpu: CpuProfile) -> str:
+def _value_header(cpu: CpuSection) -> str:
     return {"ns": "time", "samples": "samples"}.get(cpu.unit, "weight")
 
 
@@ -50,11 +47,7 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> str:
     return "\n".join(out)
 
 
-def _kind_text(kind: str) -> str:
-    return NO_FRAMES_LABEL if kind == NO_FRAMES else kind_label(kind)
-
-
-def _facts(cpu: CpuProfile) -> list[str]:
+def _facts(cpu: CpuSection) -> list[str]:
     out = []
     src = cpu.producer or cpu.source_format
     what = f"{len(cpu.threads)} thread{'s' if len(cpu.threads) != 1 else ''}"
@@ -74,7 +67,7 @@ def _facts(cpu: CpuProfile) -> list[str]:
         out.append(f"- Source: {code(src)}; {what}; total weight {cpu.total_value:,} {_unit_words(cpu)} (not time).")
     if cpu.includes_idle is True:
         if cpu.includes_idle_basis == "inferred" and cpu.idle_evidence is not None:
-            who, n, pct = cpu.idle_evidence
+            who, n, pct = cpu.idle_evidence.thread, cpu.idle_evidence.waiting_samples, cpu.idle_evidence.waiting_pct
             out.append(
                 f"- Idle samples: included (inferred: thread {code(who)} has {n:,} samples in "
                 f"waiting calls, {pct:.0f}% of its samples; without `--idle` py-spy drops most of them)."
@@ -109,8 +102,8 @@ def _facts(cpu: CpuProfile) -> list[str]:
         )
     if cpu.blocked_evidence:
         who = "; ".join(
-            f"{code(t)}: " + (f"{code(loc)}, " if loc else "") + why
-            for t, loc, why in cpu.blocked_evidence
+            f"{code(b.thread)}: " + (f"{code(b.location)}, " if b.location else "") + b.reason
+            for b in cpu.blocked_evidence
         )
         out.append(
             f"- Likely blocked ({units.pct(cpu.blocked_pct)}, a guess from the profile, not from the source): {who}."
@@ -122,12 +115,12 @@ def _facts(cpu: CpuProfile) -> list[str]:
     return out
 
 
-def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
+def cpu_profile_markdown(cpu: CpuSection, top_n: int = 15) -> str:
     vh = _value_header(cpu)
     parts = ["## CPU profile", "", "\n".join(_facts(cpu))]
 
     if cpu.kinds:
-        rows = [[k.label, _amount(cpu, k.value, k.ns), units.pct(k.pct)] for k in cpu.kinds]
+        rows = [[k.label, _amount(cpu, k.value, k.time_ns), units.pct(k.share_pct)] for k in cpu.kinds]
         parts += ["", "### Where the time goes", "", _table(["kind", vh, "share"], rows, "lrr")]
 
     if cpu.threads:
@@ -137,12 +130,12 @@ def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
             rows.append([
                 code(t.label),
                 f"{t.samples:,}" if t.samples is not None else "",
-                units.duration(t.ns) if t.ns is not None else (f"{t.value:,}" if cpu.unit == "units" else ""),
+                units.duration(t.time_ns) if t.time_ns is not None else (f"{t.weight:,}" if t.weight is not None else ""),
                 units.pct(t.share_pct),
                 units.pct(t.running_pct),
                 units.pct(t.waiting_pct),
                 *([units.pct(t.unverified_pct)] if unknown else []),
-                _kind_text(t.dominant_kind),
+                kind_text(t.dominant_kind),
             ])
         headers = ["thread", "samples", "time" if cpu.unit != "units" else "weight", "share", "running", "waiting"]
         headers += ["no source"] if unknown else []
@@ -169,7 +162,7 @@ def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
                 str(i),
                 code(h.function),
                 code(h.location) if h.location else "",
-                _kind_text(h.kind),
+                kind_text(h.kind),
                 _amount(cpu, h.self_value, h.self_ns),
                 units.pct(h.self_pct),
                 units.pct(h.total_pct),
@@ -188,88 +181,3 @@ def cpu_profile_markdown(cpu: CpuProfile, top_n: int = 15) -> str:
     if cpu.notes:
         parts += ["", "\n".join(f"- {n}" for n in cpu.notes)]
     return "\n".join(parts) + "\n"
-
-
-def _frame_json(cpu: CpuProfile, f: FrameStat) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "function": f.function,
-        "file": f.file,
-        "line": f.line,
-        "kind": f.kind,
-        "kind_label": _kind_text(f.kind),
-        "self_ns": f.self_ns,
-        "total_ns": f.total_ns,
-        "self_pct": round(f.self_pct, 3),
-        "total_pct": round(f.total_pct, 3),
-    }
-    if cpu.unit == "samples":
-        d["self_samples"] = f.self_value
-        d["total_samples"] = f.total_value
-    elif cpu.unit == "units":
-        d["self_weight"] = f.self_value
-        d["total_weight"] = f.total_value
-    if f.threads:
-        d["threads"] = list(f.threads)
-    return d
-
-
-def _kind_json(cpu: CpuProfile, k: KindShare) -> dict[str, Any]:
-    d: dict[str, Any] = {"kind": k.kind, "label": k.label, "time_ns": k.ns, "share_pct": round(k.pct, 3)}
-    if cpu.unit == "samples":
-        d["samples"] = k.value
-    elif cpu.unit == "units":
-        d["weight"] = k.value
-    return d
-
-
-def _thread_json(cpu: CpuProfile, t: ThreadProfile) -> dict[str, Any]:
-    return {
-        "pid": t.pid if t.pid >= 0 else None,
-        "tid": t.tid if t.tid >= 0 else None,
-        "name": t.name,
-        "samples": t.samples,
-        "time_ns": t.ns,
-        "share_pct": round(t.share_pct, 3),
-        "running_pct": round(t.running_pct, 3),
-        "waiting_pct": round(t.waiting_pct, 3),
-        "no_frames_pct": round(t.no_frames_pct, 3),
-        "unverified_pct": round(t.unverified_pct, 3),
-        "dominant_kind": t.dominant_kind,
-        "kinds": [_kind_json(cpu, k) for k in t.kinds],
-        "hot_spots": [_frame_json(cpu, f) for f in t.hot_spots],
-    }
-
-
-def cpu_profile_json(cpu: CpuProfile) -> dict[str, Any]:
-    evidence = None
-    if cpu.idle_evidence is not None:
-        who, n, pct = cpu.idle_evidence
-        evidence = {"thread": who, "waiting_samples": n, "waiting_pct": round(pct, 3)}
-    return {
-        "source_format": cpu.source_format,
-        "producer": cpu.producer,
-        "unit": cpu.unit,
-        "interval_ns": cpu.interval_ns,
-        "total_ns": cpu.total_ns,
-        "samples": cpu.samples,
-        "total_weight": cpu.total_value if cpu.unit == "units" else None,
-        "includes_idle": cpu.includes_idle,
-        "includes_idle_basis": cpu.includes_idle_basis,
-        "idle_evidence": evidence,
-        "gil_only": cpu.gil_only,
-        "waiting_basis": cpu.waiting_basis,
-        "running_pct": round(cpu.running_pct, 3),
-        "waiting_pct": round(cpu.waiting_pct, 3),
-        "from_intervals": cpu.from_intervals,
-        "has_line_numbers": cpu.has_line_numbers,
-        "source_lines_read": cpu.source_lines,
-        "unverified_pct": round(cpu.unverified_pct, 3),
-        "unverified_basis": cpu.unverified_basis or None,
-        "blocked_evidence": [{"thread": t, "location": loc or None, "reason": why} for t, loc, why in cpu.blocked_evidence],
-        "weight_unit": cpu.weight_unit or None,
-        "kinds": [_kind_json(cpu, k) for k in cpu.kinds],
-        "threads": [_thread_json(cpu, t) for t in cpu.threads],
-        "hot_spots": [_frame_json(cpu, f) for f in cpu.hot_spots],
-        "top_total": [_frame_json(cpu, f) for f in cpu.top_total],
-        "notes": list(cpu.notes),
-    }

@@ -2,9 +2,15 @@
 
 Top-level keys: ``schema_version``, ``traceclass_version``, ``source``, ``verdict``,
 ``devices``, ``stages``, ``ops``, ``kernels``, ``kernel_families``, ``memory``,
-``step_series_steps``, ``findings``, ``opportunities``, ``hardware``,
+``step_series_steps``, ``findings``, ``opportunities``, ``idle`` (analysed time, GPU busy in it
+and its idle by cause: the shared idle attribution), ``hardware``,
 ``cpu_profile``, ``notes``, ``thresholds``. Times are integer ns (``*_ns``), sizes bytes,
 rates per second, shares percent (``*_pct``); non-finite numbers become ``null``.
+
+The layout is the report model's (:func:`traceclass.report.plain.plain`) plus ``verdict``, so
+``Report.from_json`` reads it back. The CPU section (:mod:`traceclass.report.cpu`) keeps the keys
+it had when ``render/cpu_markdown.py`` laid it out, with two changes: its shares are no longer
+rounded to 0.001 %, and threads of a profile whose values are not time carry ``weight``.
 """
 
 from __future__ import annotations
@@ -23,18 +29,13 @@ def _plain(obj: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     d = _plain(report)
-    cpu = report.cpu_profile
-    if cpu is not None:
-        from traceclass.render.cpu_markdown import cpu_profile_json
-
-        d["cpu_profile"] = _plain(cpu_profile_json(cpu))
     d["verdict"] = {
         "summary": " ".join(verdict_sentences(report, lambda s: s)),
         "bound_mix_pct": bound_mix(report),
     }
     order = ["schema_version", "traceclass_version", "source", "verdict", "devices", "stages", "ops",
              "ops_total_ns", "ops_time_basis", "ops_cover", "unmodeled_ops", "kernels", "kernel_families", "memory",
-             "step_series_steps", "findings", "opportunities", "hardware", "cpu_profile", "notes",
+             "step_series_steps", "findings", "opportunities", "idle", "hardware", "cpu_profile", "notes",
              "rule_errors", "thresholds"]
     return {k: d[k] for k in order if k in d}
 

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from traceclass import units
 from traceclass.render.escape import code, text
-from traceclass.render.verdict import opportunities, verdict_sentences
+from traceclass.render.verdict import opportunities, opportunities_header, verdict_sentences
 from traceclass.report.model import Report
 from traceclass.rule import Finding
 
@@ -74,7 +74,7 @@ def _verdict(r: Report) -> str:
     lines = ["## Verdict", "", " ".join(verdict_sentences(r, lambda n: code(n, 90, table=False), text))]
     opp = opportunities(r, lambda n: code(n, 90, table=False), text)
     if opp:
-        lines += ["", "**Top opportunities** (time a fix could recover, estimated):", ""]
+        lines += ["", f"**Top opportunities** ({opportunities_header(r)}):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
     return "\n".join(lines)
 
@@ -271,7 +271,9 @@ def _timeline(r: Report) -> str:
         if d.launches:
             bits.append(f"{d.launches} kernel launches: launch delay P50 {units.duration(d.launch_delay_p50_ns)}, "
                         f"P90 {units.duration(d.launch_delay_p90_ns)}, max {units.duration(d.launch_delay_max_ns)}; "
-                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call")
+                        f"{d.kernels_shorter_than_launch} kernels ran shorter than their launch call"
+                        + ("; a launch delay of milliseconds means a deep queue (the host runs ahead of the GPU), "
+                           "not a slow launch" if (d.launch_delay_p50_ns or 0) >= 1e6 else ""))
         if bits:
             out.append(f"\nDevice {d.device}: " + "; ".join(bits) + ".")
         if d.profiler_window_ns and d.idle_in_profiler_window_ns is not None:

@@ -67,17 +67,45 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         comm = f"communication {units.pct(d.comm_pct)}"
         if d.comm_ns:
             comm += f", {units.pct(100.0 * d.exposed_comm_ns / d.window_ns if d.window_ns else 0)} of the window exposed"
-        out.append(
-            f"{label} was busy {units.pct(d.busy_pct)} of its {units.duration(d.window_ns)} active window "
-            f"(compute {units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, {comm}) "
-            f"and idle {units.pct(d.idle_pct)}{more}."
-        )
-        if d.longest_idle_ns and d.window_ns and d.idle_ns and d.longest_idle_ns >= 0.1 * d.window_ns:
-            where = f" at {name(d.longest_idle_source)}" if d.longest_idle_source else ""
-            host = f", while the host was in {prose(d.longest_idle_host)}{where}" if d.longest_idle_host else ""
-            out.append(f"Its longest idle stretch is {units.duration(d.longest_idle_ns)} "
-                       f"({units.pct(100.0 * d.longest_idle_ns / d.window_ns, 0)} of the window, from "
-                       f"{units.duration(d.longest_idle_start_ns)}){host}.")
+        idle = report.idle
+        if idle is not None and d.device in idle.busy_ns and idle.analysed_ns > 0:
+            # the headline: busy over the steady step wall time; the active-window share is context
+            # work queued before the profiler window is not the step's (TC207)
+            back = idle.backlog_busy_ns.get(d.device, 0)
+            busy = idle.busy_ns[d.device] - back
+            basis = "the trace's analysed time (no steps)" if idle.synthetic else \
+                f"the {units.duration(idle.analysed_ns)} of steady step time"
+            extra = f", plus {units.duration(back)} on work queued before the profiler window" if back else ""
+            out.append(
+                f"{label} was busy {units.duration(busy)}, {units.pct(100.0 * busy / idle.analysed_ns)} of {basis}"
+                f"{extra}"
+                f" ({units.pct(d.busy_pct)} of its own {units.duration(d.window_ns)} active window: compute "
+                f"{units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, {comm}){more}."
+            )
+            causes = {c: ns for c, ns in idle.idle_by_cause_ns.get(d.device, {}).items() if ns > 0}
+            total = sum(causes.values())
+            if total:
+                parts = sorted(causes.items(), key=lambda kv: -kv[1])
+                text = ", ".join(f"{c} {units.duration(ns)} ({units.pct(100.0 * ns / total, 0)})"
+                                 for c, ns in parts[:4])
+                out.append(f"Its {units.duration(total)} of idle, one cause per stretch: {text}.")
+                top, top_ns = parts[0]
+                if top == "host-work" and 2 * top_ns >= total:
+                    out.append(f"The {'step' if not idle.synthetic else 'trace'} is host-bound: the GPU waits "
+                               f"{units.pct(100.0 * top_ns / idle.analysed_ns)} of the time while the host works "
+                               f"between GPU bursts (TC205 names the functions).")
+        else:
+            out.append(
+                f"{label} was busy {units.pct(d.busy_pct)} of its {units.duration(d.window_ns)} active window "
+                f"(compute {units.pct(d.compute_pct)}, copies {units.pct(d.copy_pct)}, {comm}) "
+                f"and idle {units.pct(d.idle_pct)}{more}."
+            )
+            if d.longest_idle_ns and d.window_ns and d.idle_ns and d.longest_idle_ns >= 0.1 * d.window_ns:
+                where = f" at {name(d.longest_idle_source)}" if d.longest_idle_source else ""
+                host = f", while the host was in {prose(d.longest_idle_host)}{where}" if d.longest_idle_host else ""
+                out.append(f"Its longest idle stretch is {units.duration(d.longest_idle_ns)} "
+                           f"({units.pct(100.0 * d.longest_idle_ns / d.window_ns, 0)} of the window, from "
+                           f"{units.duration(d.longest_idle_start_ns)}){host}.")
     mix = bound_mix(report)
     if mix:
         basis = "GPU op time" if report.ops_time_basis == "gpu" else "host op time"
@@ -103,6 +131,10 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         text = cpu_verdict(cpu, name)
         if text:
             out.append(text)
+    for f in report.findings:
+        # trace hygiene claims no time but changes how every number reads: say it up front
+        if f.values.get("hygiene"):
+            out.append(f"Trace hygiene ({f.code}): {prose(str(f.values.get('summary') or f.message))}.")
     real = [f for f in report.findings if f.severity != "info"]
     if report.findings or report.ops or report.devices:
         if real:
@@ -136,7 +168,24 @@ def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
             escaped = prose(n)
             if escaped and escaped in text:
                 text = text.replace(escaped, name(n), 1)
-        also = (f"; the same idle time is also counted by {', '.join(op.overlaps)}, not additive"
+        also = (f"; the same kernels are also measured by {', '.join(op.overlaps)}: counted once, here"
                 if op.overlaps else "")
+        if op.merged:
+            also += f"; {op.idle_cause} idle claimed with {', '.join(op.merged)}, counted once"
         lines.append(f"{text} — up to {units.duration(op.recoverable_ns)} at stake ({prose(op.source)}{also})")
     return lines
+
+
+def opportunities_header(report: Report) -> str:
+    """What the opportunities add up to: they are additive (one cause per stretch of time)."""
+    total = sum(o.recoverable_ns for o in report.opportunities)
+    idle = report.idle
+    if idle is None or idle.analysed_ns <= 0:
+        return "time a fix could recover, estimated"
+    idle_total = sum(o.recoverable_ns for o in report.opportunities if o.idle_cause)
+    gpu_idle = sum(sum(c.values()) for c in idle.idle_by_cause_ns.values())
+    text = (f"time a fix could recover, estimated; additive, no time counted twice: together "
+            f"{units.duration(total)} of the {units.duration(idle.analysed_ns)} analysed")
+    if idle_total:
+        text += f", the GPU-idle ones {units.duration(idle_total)} of {units.duration(gpu_idle)} idle"
+    return text

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from traceclass import __version__
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
+from traceclass.facts.idle_causes import CAUSES
 from traceclass.facts import Facts
-from traceclass.model import Trace
-from traceclass.registry import all_rules
+from traceclass.model import Captured, Trace
+from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
     DeviceRow,
     HardwareRow,
-    KernelFamilyRow,
-    KernelRow,
-    MemoryRow,
+    IdleSummary,
     OpRow,
     Opportunity,
     Report,
@@ -40,6 +39,8 @@ def build_report(
     did not run because the trace lacks what they need."""
     series = analysis.step_series
     ops_rows = tuple(dataclasses.replace(r, step_ns=series.per_group[k]) for k, r in enumerate(_op_rows(analysis)))
+    # the shared idle attribution the rules claimed from (a Facts property: computed once)
+    idle = analysis.idle_causes if len(trace.gpu) else None
     t0 = _t0(trace)
     findings = tuple(sorted((_relative_evidence(f, t0) for f in findings),
                             key=lambda f: (-f.recoverable_ns, f.code, f.location)))
@@ -53,10 +54,10 @@ def build_report(
         ops_total_ns=analysis.ops.total_ns,
         ops_time_basis="gpu" if len(trace.gpu) else "cpu",
         unmodeled_ops=dict(sorted(analysis.ops.unmodeled_names.items(), key=lambda kv: -kv[1])),
-        kernels=tuple(KernelRow(**vars(k)) for k in analysis.kernels),
+        kernels=analysis.kernels,
         findings=findings,
-        opportunities=_opportunities(findings, ops_rows),
-        cpu_profile=analysis.cpu,
+        opportunities=_opportunities(findings, ops_rows, idle),
+        cpu_profile=None if analysis.cpu is None else cpu_section(analysis.cpu),
         notes=_notes(trace, analysis) + tuple(skipped),
         thresholds={
             "warmup_steps": analysis.config.warmup_steps,
@@ -65,9 +66,10 @@ def build_report(
             "config_sources": list(config.sources) if config else ["defaults"],
         },
         rule_errors=tuple(rule_errors),
-        kernel_families=tuple(KernelFamilyRow(**vars(k)) for k in analysis.kernel_families),
-        memory=tuple(MemoryRow(**vars(m)) for m in analysis.memory),
+        kernel_families=analysis.kernel_families,
+        memory=analysis.memory,
         step_series_steps=series.steps_count,
+        idle=_idle_summary(analysis, idle),
     )
 
 
@@ -286,34 +288,83 @@ def _op_rows(analysis: Facts) -> tuple[OpRow, ...]:
     return tuple(out)
 
 
-def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow]) -> tuple[Opportunity, ...]:
-    """Largest recoverable times, overlaps removed: idle-time rules count once, and roofline
-    gaps (time above an op's lower bound) come in as their own items."""
-    # rules that measure the same GPU idle time from different angles (``RuleInfo.gpu_idle``:
-    # launch overhead, syncs, storms, low-utilisation windows): only the largest enters the list
-    idle_codes = {r.info.code for r in all_rules() if r.info.gpu_idle}
+CAUSE_INDEX = {c: k for k, c in enumerate(CAUSES)}
+
+
+def _idle_summary(analysis: Facts, idle: Any) -> IdleSummary | None:
+    if idle is None:
+        return None
+    at = analysis.analysed
+    return IdleSummary(analysed_ns=at.total_ns, steps_count=at.steps_count, synthetic=at.synthetic,
+                       busy_ns=dict(idle.busy_ns), idle_by_cause_ns={d: idle.by_cause(d) for d in idle.devices},
+                       backlog_busy_ns=dict(idle.backlog_busy_ns))
+
+
+#: busy-time findings that measure the same GPU time: copies (exposed, pageable staging,
+#: waited-for, layout copies) and matmul/conv kernels (tensor-core eligibility); the roofline
+#: rows of copy or matmul/conv ops join the same group. Each group counts once.
+_BUSY_GROUP = {"TC301": "copies", "TC302": "copies", "TC303": "copies", "TC401": "copies", "TC101": "matmuls"}
+_COPY_OP = ("copy", "contiguous", "clone", "memcpy", "memset", "to_copy", "reshape", "transpose", "permute")
+_MATMUL_OP = ("mm", "matmul", "linear", "conv", "einsum", "gemm", "addmm", "bmm")
+
+
+def _roofline_group(name: str, layout_copies: bool = False) -> str:
+    low = name.lower()
+    if any(w in low for w in _COPY_OP):
+        return "copies"
+    if layout_copies and "conv" in low:  # a convolution's time holds the layout kernels TC401 counts
+        return "copies"
+    tail = low.split("::")[-1]
+    if any(tail == w or tail.startswith(w) or tail.endswith(w) for w in _MATMUL_OP) or "conv" in tail:
+        return "matmuls"
+    return "op:" + name
+
+
+def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any = None) -> tuple[Opportunity, ...]:
+    """Largest recoverable times, additive (no stretch of time counted twice): each idle cause of
+    the shared attribution counts once (rules that claim the same cause, TC201 storms inside
+    TC202's launch overhead, are merged and capped at that cause's idle); busy-time findings and
+    roofline gaps that measure the same kernels (copies; matmuls/convolutions) count once, the
+    largest standing for the group; roofline gaps of other ops are disjoint op groups."""
     real = [f for f in findings if f.recoverable_ns > 0 and f.severity != "info"]
-    idle = [f for f in real if f.code in idle_codes]
-    out = [Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)
-           for f in real if f.code not in idle_codes]
-    if idle:
-        top = max(idle, key=lambda f: f.recoverable_ns)
-        others = sorted({f.code for f in idle} - {top.code})
-        out.append(Opportunity(title=top.message, recoverable_ns=top.recoverable_ns, source=top.code,
-                               overlaps=tuple(others)))
+    by_cause: dict[str, list[Finding]] = {}
+    items: list[tuple[str, Opportunity]] = []  # (overlap group, opportunity)
+    for f in real:
+        cause = f.values.get("idle_cause") if isinstance(f.values, Mapping) else None
+        if cause:
+            by_cause.setdefault(cause, []).append(f)
+        else:
+            group = _BUSY_GROUP.get(f.code, f"{f.code}|{f.location}")
+            items.append((group, Opportunity(title=f.message, recoverable_ns=f.recoverable_ns, source=f.code)))
+    out = []
+    for cause, group in by_cause.items():
+        group.sort(key=lambda f: -f.recoverable_ns)
+        total = sum(f.recoverable_ns for f in group)
+        if idle is not None:
+            total = min(total, idle.total(CAUSE_INDEX[cause]))
+        top = group[0]
+        merged = tuple(sorted({f.code for f in group} - {top.code}))
+        out.append(Opportunity(title=top.message, recoverable_ns=total, source=top.code, merged=merged,
+                               idle_cause=cause))
     gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
     gaps.sort(key=lambda o: -(o.gap_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
         pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
-        out.append(
-            Opportunity(
-                title=f"{o.name} runs at {pct} of its {roof} roof",
-                recoverable_ns=int(o.gap_ns or 0),
-                source="roofline",
-                names=(o.name,),
-            )
-        )
+        group = _roofline_group(o.name, any(f.code == "TC401" for f in real))
+        items.append((group, Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof",
+                                         recoverable_ns=int(o.gap_ns or 0), source="roofline", names=(o.name,))))
+    groups: dict[str, list[Opportunity]] = {}
+    for g, opp in items:
+        groups.setdefault(g, []).append(opp)
+    for g, members in groups.items():
+        if g.startswith("op:"):  # distinct op groups of one name (other shapes) are disjoint
+            out.extend(members)
+            continue
+        members.sort(key=lambda o: -o.recoverable_ns)
+        top = members[0]
+        others = tuple(dict.fromkeys(m.source for m in members[1:]))
+        out.append(dataclasses.replace(top, overlaps=others) if others else top)
     out.sort(key=lambda o: -o.recoverable_ns)
     return tuple(out[:5])
 
@@ -330,7 +381,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
                 "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
-    if len(trace.gpu) == 0 and "gpu" in trace.captured and not len(trace.samples):
+    if len(trace.gpu) == 0 and Captured.GPU in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
     occ = analysis.occurrences
     if occ.synthetic:
@@ -344,7 +395,7 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
     if analysis.ops.excluded_warmup:
         notes.append("op, kernel-group and roofline tables cover the steady-state steps only "
                      "(work that started in warm-up steps is left out)")
-    if len(trace.ops) and "shapes" not in trace.captured:
+    if len(trace.ops) and Captured.SHAPES not in trace.captured:
         notes.append(
             "ops were recorded without shapes (record_shapes=False): FLOPs and bytes cannot be "
             "computed, so ops are unclassified"

@@ -3,6 +3,10 @@
 Field names carry their units (``_ns``, ``_bytes``, ``_pct``, ``_per_s``); FLOPs are counts.
 Times in ``*_start_ns`` fields are relative to the trace's first event, so reports of
 different runs line up. Renderers never see the trace or the analyses.
+
+Rows that are a fact as computed are the fact's own dataclass, under the report's row name:
+``KernelRow`` (facts.rows.KernelStats), ``KernelFamilyRow`` (KernelFamilyStats), ``MemoryRow``
+(MemoryPeak).
 """
 
 from __future__ import annotations
@@ -11,7 +15,11 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
-from traceclass.analysis.cpu_types import CpuProfile
+from traceclass.facts.rows import KernelFamilyStats as KernelFamilyRow
+from traceclass.facts.rows import KernelStats as KernelRow
+from traceclass.facts.rows import MemoryPeak as MemoryRow
+from traceclass.model.enums import Captured
+from traceclass.report.cpu import CpuSection
 from traceclass.rule import Finding
 
 SCHEMA_VERSION = 1
@@ -25,7 +33,7 @@ class SourceSummary:
     format_version: str
     size_bytes: int
     duration_ns: int  # first event -> last event
-    captured: tuple[str, ...]
+    captured: tuple[Captured, ...]
     counts: dict[str, int]  # rows per table
     meta: dict[str, Any]  # versions and flags (never host or user names)
     start_epoch_ns: int | None = None  # wall-clock time of the first event (Unix epoch), None when unknown
@@ -152,56 +160,27 @@ class OpRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class KernelRow:
-    name: str
-    family: str
-    device: int
-    count: int
-    total_ns: int
-    mean_ns: float
-    p50_ns: float
-    max_ns: int
-    share_pct: float
-    bound: str  # from the op that launched it when that op launched only this kernel
-    ops: tuple[str, ...]  # launching op names (most time first)
-    full_name: str = ""  # demangled name when the display name is shortened
-    # roofline per kernel, where the kernel is the only GPU work of its op (1:1 linked)
-    flops: float | None = None  # per call
-    bytes: float | None = None
-    intensity: float | None = None
-    achieved_flops_per_s: float | None = None
-    achieved_bytes_per_s: float | None = None
-    pct_of_roof: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelFamilyRow:
-    """GPU activity per kernel family (all kernels, not only the top rows of ``kernels``)."""
-
-    family: str
-    count: int
-    total_ns: int  # summed durations over the whole trace
-    step_ns: tuple[int, ...] = ()  # summed durations launched from each steady-state step, time order
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryRow:
-    """Allocator peaks from profiler memory events (torch ``profile_memory``)."""
-
-    device_type: str  # "cpu" or "gpu"
-    device: int  # -1 host
-    events: int
-    peak_allocated_bytes: int
-    peak_reserved_bytes: int | None  # None when the allocator reports no reserve (CPU)
-
-
-@dataclasses.dataclass(frozen=True)
 class Opportunity:
     title: str  # plain text
     recoverable_ns: int
     source: str  # finding code, or "roofline" / "timeline"
     names: tuple[str, ...] = ()  # op/kernel names mentioned (rendered as code)
     overlaps: tuple[str, ...] = ()  # other findings counting the same time (not additive)
+    merged: tuple[str, ...] = ()  # other findings claiming the same idle cause, merged into this one
+    idle_cause: str | None = None  # the shared idle attribution's cause this opportunity recovers
+
+
+@dataclasses.dataclass(frozen=True)
+class IdleSummary:
+    """The analysed time and the shared idle attribution behind the verdict's headline."""
+
+    analysed_ns: int  # wall time of the steady steps (the whole trace without steps)
+    steps_count: int
+    synthetic: bool  # no steps: the whole trace is the analysed time
+    busy_ns: dict[int, int]  # per device: GPU busy inside the analysed time
+    idle_by_cause_ns: dict[int, dict[str, int]]  # per device: idle of the analysed time by cause
+    backlog_busy_ns: dict[int, int] = dataclasses.field(default_factory=dict)  # per device: busy_ns part that
+    #                                  only work queued before the profiler window covers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +197,7 @@ class Report:
     kernels: tuple[KernelRow, ...]
     findings: tuple[Finding, ...]
     opportunities: tuple[Opportunity, ...]
-    cpu_profile: CpuProfile | None  # the sampled-profile section (py-spy, speedscope ...), or None
+    cpu_profile: CpuSection | None  # the sampled-profile section (py-spy, speedscope ...), or None
     notes: tuple[str, ...]
     thresholds: dict[str, Any]  # analysis settings used (latency floors, warm-up)
     rule_errors: tuple[str, ...] = ()
@@ -227,6 +206,7 @@ class Report:
     kernel_families: tuple[KernelFamilyRow, ...] = ()
     memory: tuple[MemoryRow, ...] = ()
     step_series_steps: int = 0  # steady steps behind OpRow.step_ns / KernelFamilyRow.step_ns
+    idle: IdleSummary | None = None  # analysed time, GPU busy in it and its idle by cause
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain JSON data (non-finite floats become None; findings carry their
@@ -238,8 +218,8 @@ class Report:
     def to_json(self) -> str:
         """The report model as JSON text: ``Report.from_json(r.to_json()) == r``.
 
-        This is the model itself; ``traceclass analyze --format json`` adds the verdict prose and
-        lays the CPU section out for readers (render/json_report.py)."""
+        This is the model itself; ``traceclass analyze --format json`` adds the verdict prose
+        (render/json_report.py)."""
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
