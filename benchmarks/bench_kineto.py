@@ -7,7 +7,8 @@
 Sources (``--sources``, default all): the corpus V100 (ResNet training, ns timestamps), H100
 (TimeSformer inference), MI300X (ResNet training with activation checkpointing) and B200
 (eager) GPU traces, and a CPU-only trace. Each is measured at its own size (gunzipped) and
-replicated to about ``--size-mb`` MB: every copy is shifted past the previous one in time and
+replicated to about ``--size-mb`` MB: every copy is shifted past the previous one in time (by a
+whole number of microseconds, in exact decimal arithmetic, so timestamps keep their digits) and
 gets fresh External ids, correlation ids, flow ids and step numbers, so linking and stages
 work as on a long run.
 
@@ -33,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -59,18 +62,24 @@ _ID_KEYS = ("External id", "correlation", "Ev Idx", "Python id", "Python parent 
 
 
 def _load(source: Path) -> dict[str, Any]:
+    """The trace with every non-integer number as a Decimal: shifting epoch-us timestamps as
+    floats would round away their ns digits and make children outlive their parents."""
     with gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb") as fh:
-        return msgspec.json.decode(fh.read())
+        return json.loads(fh.read(), parse_float=Decimal)
+
+
+_ENC = msgspec.json.Encoder(decimal_format="number")
+_NUMBER = (int, float, Decimal)
 
 
 def replicate(trace: dict[str, Any], copies: int, write: Callable[[bytes], Any]) -> int:
     """Write ``trace`` with its events repeated ``copies`` times, each copy later in time and
     with fresh ids; returns the number of events written."""
     events = trace["traceEvents"]
-    timed = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M"]
+    timed = [e for e in events if isinstance(e.get("ts"), _NUMBER) and e.get("ph") != "M"]
     t0 = min(e["ts"] for e in timed)
     t1 = max(e["ts"] + (e.get("dur") or 0) for e in timed)
-    span = (t1 - t0) + 1000.0
+    span = int(t1 - t0) + 1000  # whole us: shifted texts keep their digits
     max_id = 1
     for e in events:
         a = e.get("args") or {}
@@ -80,7 +89,7 @@ def replicate(trace: dict[str, Any], copies: int, write: Callable[[bytes], Any])
         if isinstance(e.get("id"), int):
             max_id = max(max_id, e["id"])
     head = {k: v for k, v in trace.items() if k != "traceEvents"}
-    enc = msgspec.json.Encoder()
+    enc = _ENC
     write(enc.encode(head)[:-1] + (b"," if head else b"") + b'\n"traceEvents":[\n')
     n = 0
     for c in range(copies):
@@ -92,8 +101,8 @@ def replicate(trace: dict[str, Any], copies: int, write: Callable[[bytes], Any])
             e2 = dict(e)
             if c:
                 ts = e2.get("ts")
-                if isinstance(ts, (int, float)):
-                    e2["ts"] = round(ts + shift, 3)
+                if isinstance(ts, _NUMBER):
+                    e2["ts"] = ts + shift
                 if isinstance(e2.get("id"), int):
                     e2["id"] += id_shift
                 a = e2.get("args")
@@ -120,7 +129,7 @@ def build(source: Path, target_mb: float | None, out: Path, compress: bool = Fal
     if target_mb is None:
         copies = 1
     else:
-        one = sum(len(msgspec.json.encode(e)) + 2 for e in trace["traceEvents"])
+        one = sum(len(_ENC.encode(e)) + 2 for e in trace["traceEvents"])
         copies = max(1, round(target_mb * 1e6 / one))
     with (gzip.open(out, "wb", compresslevel=1) if compress else open(out, "wb")) as fh:
         n = replicate(trace, copies, fh.write)
@@ -245,7 +254,7 @@ def _stream(args: argparse.Namespace, tmp: Path) -> None:
     path = tmp / ("stream_trace.json.gz" if args.gzip else "stream_trace.json")
     t = time.perf_counter()
     trace = _load(SOURCES["v100"])
-    one = sum(len(msgspec.json.encode(e)) + 2 for e in trace["traceEvents"])
+    one = sum(len(_ENC.encode(e)) + 2 for e in trace["traceEvents"])
     copies = max(1, round(args.stream_gb * 1e9 / one))
     raw = 0
 
