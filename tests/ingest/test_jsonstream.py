@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +15,7 @@ from traceclass.ingest import jsonstream, load
 from traceclass.ingest.jsonstream import stream_container
 from traceclass.render.markdown import render
 
-from tests.conftest import ROOT
-
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus" / "torch"
 
 
