@@ -8,7 +8,12 @@ What it finds
     TF32 (NVIDIA compute capability >= 8.0, MI300), else bf16 (CDNA2), else fp16 (Volta, Turing:
     fp16 tensor cores only, reached through AMP). (b) *misaligned shapes*: fp16/bf16/fp8/int8 ops
     whose leading dimensions (GEMM K and N; convolution input and output channels) are not
-    multiples of ``align_bytes`` (8 elements at 2 bytes, 16 at 1 byte). Devices without matrix
+    multiples of ``align_bytes`` (8 elements at 2 bytes, 16 at 1 byte), or whose kernels are
+    ``_align1``/``_align2`` CUTLASS tiles, estimated against the fraction of the roof that aligned
+    groups reach in the trace, or without one the documented GEMM fraction (80 %). Without
+    recorded shapes, (a) still fires from kernel names: ``volta_sgemm``/``ampere_sgemm``/
+    ``simt_sgemm`` kernels are fp32 on CUDA cores (an upper bound: compute-bound assumed, bytes
+    unknown). Ops inside an unfused attention pattern are left to TC102. Devices without matrix
     units (Pascal, CPUs) and devices without a hardware spec are not judged: there is no faster
     path to name, or no roof to measure it with. Steady-state op groups only (the op analysis
     leaves warm-up steps out). The location names the op with the most recoverable time.
@@ -41,13 +46,14 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from traceclass.analysis import tensor_cores as tc
+from traceclass.analysis import unfused_attention as ua
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, op_source_codes, source_label
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC101", name="tensor-core-ineligible", family=Family.COMPUTE,
                 summary="fp32 or misaligned matmuls/convolutions that miss the GPU's tensor cores",
-                needs=(Need.GPU, Need.SHAPES),
+                needs=(Need.GPU,),  # without shapes, fp32 CUDA-core kernels are found by name
                 thresholds=(
                     Threshold('min_recoverable_us', 100, 'us',
                               'a finding needs at least this much recoverable time in the trace: below 0.1 ms a '
@@ -70,7 +76,8 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     if len(ctx.trace.gpu) == 0:
         return  # CPU-only trace: no tensor cores to miss
     analysed = ctx.analysed_ns
-    found = tc.candidates(ctx.trace, ctx.analysis, th["align_bytes"])
+    claimed = ua.claimed_groups(ctx.trace, ctx.analysis, ctx.unfused_attention)  # left to TC102
+    found = tc.candidates(ctx.trace, ctx.analysis, th["align_bytes"], claimed)
     devices = sorted({dev for _, dev in found})
     for (reason, dev), items in sorted(found.items()):
         total = sum(i.recoverable_ns for i in items)

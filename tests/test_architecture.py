@@ -17,18 +17,19 @@ RULES = ROOT / "rules"
 
 # layer -> traceclass subpackages/modules it must not import
 FORBIDDEN = {
-    "model": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare",
+    "model": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare",
               "costmodel", "hardware", "export"},
-    "ingest": {"analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "costmodel": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
-    "hardware": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
-    "timeline": {"ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
-    "analysis": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "facts": {"ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
-    "rules": {"ingest", "report", "render", "cli", "engine", "compare", "export"},
-    "report": {"ingest", "render", "cli", "rules", "compare"},
-    "render": {"ingest", "cli", "rules", "engine", "compare", "costmodel"},
-    "export": {"facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "ingest": {"cluster", "analysis", "facts", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "costmodel": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "hardware": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "timeline": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "analysis": {"cluster", "ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "facts": {"cluster", "ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},
+    "rules": {"cluster", "ingest", "report", "render", "cli", "engine", "compare", "export"},
+    "report": {"cluster", "ingest", "render", "cli", "rules", "compare"},
+    "render": {"cluster", "ingest", "cli", "rules", "engine", "compare", "costmodel"},
+    "export": {"cluster", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "cluster": {"cli"},
 }
 
 

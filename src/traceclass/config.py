@@ -57,6 +57,8 @@ class AnalysisConfig:
     top_n: int = 15
     device: str | None = None  # --device NAME override
     cpu_device: str | None = None  # --cpu NAME override
+    #: --rate HZ: sampling rate of a profile whose file does not record it (collapsed, SVG)
+    sample_rate_hz: float | None = None
 
 
 _ANALYSIS_KEYS = {f.name for f in dataclasses.fields(AnalysisConfig)}
@@ -126,6 +128,25 @@ def check_threshold(value: Any, where: str) -> float:
     return v
 
 
+#: Largest config file read: settings fit in kilobytes; the bound keeps ``--config /dev/zero``
+#: or a mistaken multi-GB path from being read whole.
+CONFIG_MAX_BYTES = 16 << 20
+
+
+def _read_toml(p: Path) -> dict[str, Any]:
+    from traceclass.errors import TraceFormatError
+    from traceclass.ingest.source import read_bytes
+
+    try:
+        return tomllib.loads(bytes(read_bytes(p, limit=CONFIG_MAX_BYTES)).decode("utf-8"))
+    except TraceFormatError as exc:
+        raise ConfigError(str(exc)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: invalid TOML ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: invalid TOML (nested too deeply)") from None
+
+
 def load_config(
     config_file: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -145,21 +166,15 @@ def load_config(
     tables: list[tuple[str, Mapping[str, Any]]] = []
     pyproject = Path(cwd or os.getcwd()) / "pyproject.toml"
     if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{pyproject}: invalid TOML ({exc})") from None
+        data = _read_toml(pyproject)
         tool = data.get("tool", {}).get("traceclass")
         if isinstance(tool, dict):
             tables.append((f"{pyproject} [tool.traceclass]", tool))
     if config_file is not None:
         p = Path(config_file)
-        try:
-            data = tomllib.loads(p.read_text("utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: no such config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{p}: invalid TOML ({exc})") from None
+        if not p.exists():
+            raise ConfigError(f"{p}: no such config file")
+        data = _read_toml(p)
         tool = data.get("tool", {}).get("traceclass", data) if "tool" in data else data
         tables.append((str(p), tool))
     if table is not None:
@@ -206,6 +221,8 @@ def load_config(
         for k in ("latency_floor_us", "cpu_latency_floor_us", "latency_call_us", "cpu_latency_call_us")
     ):
         raise ConfigError("warmup_steps and latency settings must be finite and >= 0, top_n > 0")
+    if acfg.sample_rate_hz is not None and not (0 < acfg.sample_rate_hz < float("inf")):
+        raise ConfigError(f"sample_rate_hz (--rate) must be a finite number > 0, got {acfg.sample_rate_hz!r}")
     return Config(analysis=acfg, rules=rules, check=check, budgets=budgets,
                   sources=tuple(sources), select=select, ignore=ignore)
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 from typing import Any, Iterable, Mapping, Protocol
 
@@ -249,6 +250,14 @@ class Context:
         :data:`HIGH_MIN_NS` / :data:`MEDIUM_MIN_NS`; ``info`` when nothing is recoverable."""
         return severity_for(recoverable_ns, self.analysed_ns, high_min_ns=HIGH_MIN_NS, medium_min_ns=MEDIUM_MIN_NS,
                             zero="info")
+
+    @functools.cached_property
+    def unfused_attention(self) -> list[Any]:
+        """Unfused attention instances with the default pattern thresholds (TC102 finds them,
+        TC101 leaves their ops alone): :func:`traceclass.analysis.unfused_attention.find`."""
+        from traceclass.analysis.unfused_attention import find
+
+        return find(self.trace, self.analysis)
 
     @property
     def gpu_analysed(self) -> np.ndarray:

@@ -158,6 +158,11 @@ def union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarra
     np.minimum.at(gmin, inv, starts)
     gmax = np.full(len(ug), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(gmax, inv, ends)
+    span = gmax.astype(np.float64) - gmin.astype(np.float64) + 1
+    if float(span.sum()) >= 2.0**62:
+        # groups far apart or times near the int64 ends (damaged input): laid end to end they
+        # would overflow; merge on the times' ranks instead (same order, same blocks)
+        return ug, _union_length_by_group_ranked(inv, len(ug), starts, ends)
     span = gmax - gmin + 1
     offset = np.r_[0, np.cumsum(span)[:-1]]
     shift = offset[inv] - gmin[inv]
@@ -166,3 +171,18 @@ def union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarra
     lengths = np.bincount(owner, weights=(me - ms).astype(np.float64), minlength=len(ug))
     # float64 bincount is exact below 2**53 ns (104 days) per group
     return ug, np.rint(lengths).astype(np.int64)
+
+
+def _union_length_by_group_ranked(inv: np.ndarray, n_groups: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    values, ranks = np.unique(np.concatenate([starts, ends]), return_inverse=True)
+    ranks = ranks.reshape(-1).astype(np.int64)
+    n = len(starts)
+    width = np.int64(len(values) + 1)
+    rs, re_ = ranks[:n] + inv * width, ranks[n:] + inv * width
+    ms, me = merge(rs, re_)
+    owner = ms // width
+    # back to ns, in Python ints where a length could pass int64 (a hostile -2**63 .. 2**63 span)
+    lengths = [0] * n_groups
+    for o, a, b in zip(owner.tolist(), (ms % width).tolist(), (me % width).tolist()):
+        lengths[o] += int(values[b]) - int(values[a])
+    return np.array([min(x, (1 << 63) - 1) for x in lengths], dtype=np.int64)

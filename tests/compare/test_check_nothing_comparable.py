@@ -22,7 +22,8 @@ def test_two_sampled_profiles_are_nothing_comparable(tmp_path, capsys):
     assert head.startswith("## traceclass check: nothing comparable: ")
     assert "no steps or ranges in either run" in head and "PASS" not in out
     assert "Exit code 2." in out
-    assert err.startswith("traceclass: nothing comparable: ") and err.count("\n") == 1
+    # one line naming both files (issue 15: the designed outcome named none)
+    assert err.startswith(f"traceclass: {b} (baseline {a}): nothing comparable: ") and err.count("\n") == 1
     rc = main(["check", str(b), "--baseline", str(a), "--format", "json"])
     d = json.loads(capsys.readouterr().out)
     assert rc == 2 and d["exit_code"] == 2

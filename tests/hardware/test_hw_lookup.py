@@ -84,7 +84,7 @@ def test_reported_names_resolve(name: str, expected: str) -> None:
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 3060 Laptop GPU",
         "Tesla V100S-PCIE-32GB",
-        "AMD Instinct MI300A",
+        "AMD Instinct MI355X",
         "Intel(R) Data Center GPU Max 1550",
         "something else",
     ],

@@ -163,7 +163,7 @@ def test_truncated_gzip_is_reported(tmp_path):
 
 
 def test_gzip_bomb_is_refused_quickly(tmp_path):
-    # 400 MB of JSON whitespace compresses ~1000:1; we stop past 256 MB at > 250:1
+    # 400 MB of JSON whitespace compresses ~1000:1; we stop past 128 MiB at > 250:1
     comp = gzip.compress(b'{"traceEvents": [' + b" " * (400 << 20), compresslevel=9)
     p = tmp_path / "bomb.json.gz"
     p.write_bytes(comp)

@@ -13,7 +13,6 @@ from traceclass.report.cpu import cpu_section
 from traceclass.report.plain import plain
 
 COLLAPSED_ERR = "collapsed-stack form"
-SVG_ERR = "an SVG image"
 
 # relative path -> format it loads as, or ("error", words of the one-line message)
 EXPECTED: dict[str, object] = {
@@ -22,12 +21,12 @@ EXPECTED: dict[str, object] = {
     "pyspy/workloads/parent_spawns.py": ("error", COLLAPSED_ERR),
     "pyspy/workloads/sleep_io.py": ("error", COLLAPSED_ERR),
     "pyspy/workloads/torch_train.py": ("error", COLLAPSED_ERR),
-    # flamegraphs are pictures: rejected with a pointer to the formats to record instead
-    "pyspy/cpu_lock.default.svg": ("error", SVG_ERR),
-    "pyspy/cpu_lock.idle_threads.svg": ("error", SVG_ERR),
-    "pyspy/sleep_io.default.svg": ("error", SVG_ERR),
-    "pyspy/sleep_io.idle.svg": ("error", SVG_ERR),
-    "pyspy/torch_train.default.svg": ("error", SVG_ERR),
+    # py-spy's default output: the flamegraph's tree is read back from the drawing
+    "pyspy/cpu_lock.default.svg": "flamegraph-svg",
+    "pyspy/cpu_lock.idle_threads.svg": "flamegraph-svg",
+    "pyspy/sleep_io.default.svg": "flamegraph-svg",
+    "pyspy/sleep_io.idle.svg": "flamegraph-svg",
+    "pyspy/torch_train.default.svg": "flamegraph-svg",
     # speedscope's invalid files: an unclosed frame is repaired (closed at endValue, noted);
     # a close that is not LIFO is rejected, as speedscope's importer does
     "speedscope/speedscope/invalid/incomplete-trace.json": "speedscope",

@@ -92,3 +92,29 @@ def test_bf16_misaligned_against_aligned_reference(tmp_path):
     (e,) = f.evidence
     assert "leading dims 4095x4096, not multiples of 8" in e.what
     assert e.values["aligned_roof_ratio"] == pytest.approx(2 * 8192 * 4096**2 / 989.5e12 * 1e9 / 400_000, abs=1e-4)
+
+
+def test_bf16_misaligned_without_aligned_sibling_uses_the_documented_gemm_fraction(tmp_path):
+    b = KinetoBuilder()
+    ext = b.op("aten::mm", 0, 50_000, **_bf16(8192, 4095, 4096))
+    b.launch(ext, "cutlass_gemm_align1", 10_000, 100_000, 600_000)
+    (f,) = findings_for(load(b.write(tmp_path / "mis1.json")), "TC101")
+    lb = 2 * 8192 * 4095 * 4096 / 989.5e12 * 1e9  # H100 SXM bf16 dense peak
+    assert f.recoverable_ns == int(600_000 - lb / 0.8)  # 80 %: the documented GEMM ceiling
+    (e,) = f.evidence
+    assert e.values["aligned_ratio_basis"] == "documented fraction of the roof"
+    assert e.values["aligned_roof_ratio"] == 0.8
+
+
+def test_fp32_cuda_core_kernels_found_by_name_without_shapes(tmp_path):
+    b = KinetoBuilder(gpu_name="Tesla V100-SXM2-32GB")
+    b.top["deviceProperties"][0].update(numSms=80, totalGlobalMem=32 << 30, computeMajor=7)
+    del b.top["record_shapes"]
+    ext = b.op("aten::mm", 0, 50_000)
+    b.launch(ext, "volta_sgemm_128x64_nn", 10_000, 100_000, 10_000_000)
+    (f,) = findings_for(load(b.write(tmp_path / "noshape.json")), "TC101")
+    assert f.values["target_precision"] == "fp16"
+    assert f.recoverable_ns == round(10_000_000 * (1 - 15.7 / 125))  # compute-bound at both roofs
+    (e,) = f.evidence
+    assert "shapes not recorded" in e.what and e.kernels == ("volta_sgemm_128x64_nn",)
+    assert e.values["estimate"].startswith("upper bound")

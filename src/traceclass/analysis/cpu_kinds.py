@@ -12,6 +12,7 @@ import numpy as np
 
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, default_kind, label, source_known
 from traceclass.model import StackNodes, Trace
+from traceclass.model.nesting import path_max
 #: idle inference: a thread with at least this many samples in waiting calls, making up at
 #: least IDLE_EVIDENCE_SHARE of its samples, and sampled at least IDLE_EVIDENCE_PEER times as
 #: often as the busiest thread, shows that idle samples were kept
@@ -45,10 +46,21 @@ class SampleKinds:
     compute_basis: str = ""  # key of COMPUTE_BASIS when lines without source count as compute
 
 
+_DEFAULT: list[Classifier] = []
+
+
+def _default_classifier() -> Classifier:
+    """One shared classifier: its per-text memo then serves every pass over the same frames
+    (the profile and the hot-spot sites classify them both); renewed when the memo is big."""
+    if not _DEFAULT or _DEFAULT[0].memo_size() > 1_000_000:
+        _DEFAULT[:] = [Classifier()]
+    return _DEFAULT[0]
+
+
 def sample_kinds(trace: Trace, classifier: Classifier | None = None) -> SampleKinds:
     """Per sample row: its kind from the frames (leaf and stack rules, default kinds), then
     lines without source settled from the profile's evidence (see the module docstring)."""
-    cls = classifier or Classifier()
+    cls = classifier or _default_classifier()
     s, st = trace.samples, trace.stacks
     node = s.node.astype(np.int64)
     has_stack = (node >= 0) & (len(st) > 0)
@@ -194,16 +206,8 @@ def _node_kinds(st: StackNodes, leaf_p: np.ndarray, stack_p: np.ndarray) -> np.n
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     frame = st.frame.astype(np.int64)
-    parent = st.parent.astype(np.int64)
-    ctx = stack_p[frame].copy()
-    # one ancestor step at a time, all nodes together: ctx becomes the max over the whole path
-    anc = parent.copy()
-    active = np.flatnonzero(anc >= 0)
-    while len(active):
-        a = anc[active]
-        ctx[active] = np.maximum(ctx[active], stack_p[frame[a]])
-        anc[active] = parent[a]
-        active = active[anc[active] >= 0]
+    # the max over the whole path, by pointer jumping: log2(depth) passes, never one per level
+    ctx = path_max(st.parent.astype(np.int64), stack_p[frame])
     return np.maximum(leaf_p[frame], ctx)
 
 

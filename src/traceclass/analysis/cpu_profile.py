@@ -49,6 +49,7 @@ from traceclass.analysis.cpu_types import NO_FRAMES, NO_FRAMES_LABEL, CpuProfile
 from traceclass.analysis.cpu_types import _thread_label
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
 from traceclass.model import StackNodes, Trace
+from traceclass.model.nesting import FRONTIER_ROUNDS, euler_intervals, has_ancestor_with_same_key
 
 KEEP_FRAMES = 50
 KEEP_THREAD_FRAMES = 5
@@ -239,11 +240,17 @@ def _first_occurrence(st: StackNodes) -> np.ndarray:
     first = np.ones(n, dtype=bool)
     anc = parent.copy()
     active = np.flatnonzero(anc >= 0)
-    while len(active):
+    # a level-by-level walk suits the usual shallow trie; past FRONTIER_ROUNDS levels the
+    # depth-independent walk-order test takes over
+    for _ in range(FRONTIER_ROUNDS):
+        if not len(active):
+            return first
         a = anc[active]
         first[active[frame[a] == frame[active]]] = False
         anc[active] = parent[a]
         active = active[(anc[active] >= 0) & first[active]]
+    if len(active):
+        return ~has_ancestor_with_same_key(parent, frame)
     return first
 
 
@@ -266,13 +273,30 @@ def _totals(
     parent = st.parent.astype(np.int64)
     keys: list[np.ndarray] = []
     vals: list[np.ndarray] = []
-    while len(cur):
+    for _ in range(FRONTIER_ROUNDS):
+        if not len(cur):
+            break
         hit = first[cur]
         keys.append(th[hit] * n_frames + frame[cur[hit]])
         vals.append(v[hit])
         cur = parent[cur]
         keep = cur >= 0
         cur, th, v = cur[keep], th[keep], v[keep]
+    if len(cur):
+        # stacks deeper than the walk: each first-occurrence node gets the value of the
+        # remaining nodes below it (its walk-order interval), one pass per thread
+        enter, leave = euler_intervals(parent)
+        firsts = np.flatnonzero(first)
+        for t in np.unique(th).tolist():
+            sel = th == t
+            e = enter[cur[sel]]
+            order = np.argsort(e, kind="stable")
+            e = e[order]
+            csum = np.r_[np.int64(0), np.cumsum(v[sel][order])]
+            got = csum[np.searchsorted(e, leave[firsts])] - csum[np.searchsorted(e, enter[firsts])]
+            nz = got != 0
+            keys.append(t * n_frames + frame[firsts[nz]])
+            vals.append(got[nz])
     return _group_sum(np.concatenate(keys), np.concatenate(vals))
 
 

@@ -389,8 +389,8 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
         ns_per, basis = int(prof.interval_ns), f"{prof.interval_ns / 1e6:g} ms per sample (the file's interval)"
     elif prof.producer == "py-spy":
         ns_per = PYSPY_DEFAULT_INTERVAL_NS
-        basis = ("10 ms per sample: py-spy's default --rate 100, assumed because collapsed stacks carry no rate "
-                 "(record with --format speedscope for exact time)")
+        basis = ("10 ms per sample: py-spy's default --rate 100, assumed because collapsed stacks and "
+                 "flamegraphs carry no rate (give --rate HZ, or record with --format speedscope for exact time)")
     else:
         ns_per, basis = None, "sampling interval unknown: amounts are sample counts"
     if prof.from_intervals:

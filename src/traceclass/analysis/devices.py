@@ -16,7 +16,10 @@ import dataclasses
 import math
 from types import MappingProxyType
 
+import numpy as np
+
 from traceclass import hardware
+from traceclass.hardware.identify import identify
 from traceclass.model import DeviceInfo, Trace
 
 #: ``ResolvedDevice.how`` of a partial spec built from the export alone.
@@ -44,6 +47,14 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
             continue
         spec = hardware.lookup(d.name, sm_count=d.sm_count, memory_bytes=d.memory_bytes) if d.name else None
         how = "detected" if spec is not None else "unknown"
+        if spec is None and not hardware.lookup_named(d.name):
+            # the name does not say (ROCm's "AMD Radeon Graphics"): architecture, SM/CU count and
+            # memory size from deviceProperties may; a name that does say, with figures that
+            # contradict it, is not overruled
+            found = identify(d.vendor.name.lower() if d.vendor.name in ("NVIDIA", "AMD") else "",
+                             d.compute_capability, d.sm_count, d.memory_bytes)
+            if found is not None:
+                spec, how = found.spec, found.how
         if spec is not None and d.memory_bandwidth_bps:
             spec = hardware.with_measured_bandwidth(spec, d.memory_bandwidth_bps)
             how = "detected; memory bandwidth as the export reports it"
@@ -91,3 +102,13 @@ def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
         sm_count=d.sm_count,
         memory_gb=d.memory_bytes / 2**30 if d.memory_bytes else None,
     )
+
+
+def modal_device(devices: np.ndarray) -> int:
+    """The device most of these GPU rows ran on; -1 (unknown) counts as a value like any
+    other, so rows whose export names no device (an nsys export without ``deviceId``, a Kineto
+    kernel without ``pid``) never break the count, and -1 when there are no rows."""
+    if len(devices) == 0:
+        return -1
+    values, counts = np.unique(np.asarray(devices, dtype=np.int64), return_counts=True)
+    return int(values[int(np.argmax(counts))])

@@ -148,22 +148,40 @@ class Classifier:
 
     def __init__(self, rules: Iterable[Rule] = RULES) -> None:
         self.rules = [(r, re.compile(r.pattern)) for r in rules]
+        self._by_field: dict[str, list[tuple[Rule, re.Pattern[str]]]] = {}
+        for r, rx in self.rules:
+            self._by_field.setdefault(r.field, []).append((r, rx))
+        # per field, distinct texts repeat (one file holds many frames): each is matched once
+        self._memo: dict[str, dict[str, tuple[int, int]]] = {f: {} for f in self._by_field}
+
+    def memo_size(self) -> int:
+        return sum(len(m) for m in self._memo.values())
+
+    def _field(self, field: str, text: str) -> tuple[int, int]:
+        memo = self._memo.get(field)
+        if memo is None:
+            return -1, -1
+        got = memo.get(text)
+        if got is None:
+            leaf = stack = -1
+            for rule, rx in self._by_field[field]:
+                p = PRIORITY[rule.kind]
+                if rule.scope == "leaf":
+                    if p > leaf and rx.search(text):
+                        leaf = p
+                elif p > stack and rx.search(text):
+                    stack = p
+            got = memo[text] = (leaf, stack)
+        return got
 
     def frame(self, function: str, file: str, source: str) -> tuple[int, int]:
         """(leaf priority, stack priority) of one frame; -1 where no rule matches (see
         :func:`default_kind` for the kind of a leaf that matches nothing)."""
-        fields = {"function": function, "file": file, "source": source}
         leaf = stack = -1
-        for rule, rx in self.rules:
-            text = fields[rule.field]
-            if not text:
-                continue
-            p = PRIORITY[rule.kind]
-            if rule.scope == "leaf":
-                if p > leaf and rx.search(text):
-                    leaf = p
-            elif p > stack and rx.search(text):
-                stack = p
+        for field, text in (("function", function), ("file", file), ("source", source)):
+            if text:
+                lp, sp = self._field(field, text)
+                leaf, stack = max(leaf, lp), max(stack, sp)
         # a stack rule also applies when the frame itself is the leaf
         return max(leaf, stack), stack
 

@@ -13,6 +13,7 @@ import re
 import numpy as np
 
 from traceclass.model import GpuKind, Trace
+from traceclass.model.names import NAME_SCAN_LIMIT
 
 COMM_PATTERN = re.compile(
     r"(?i)(^|[^a-z])(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|multimem_\w*(all_?reduce|all_?gather)"
@@ -72,7 +73,9 @@ FAMILY_ORDER = tuple(name for name, _ in _FAMILIES) + ("memcpy", "memset", "sync
 
 
 def kernel_family(name: str) -> str:
-    """Family of one kernel name (``other`` when nothing matches)."""
+    """Family of one kernel name (``other`` when nothing matches); the first
+    :data:`~traceclass.model.names.NAME_SCAN_LIMIT` characters decide."""
+    name = name[:NAME_SCAN_LIMIT]
     for family, pattern in _FAMILIES:
         if pattern.search(name):
             return family

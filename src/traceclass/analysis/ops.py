@@ -30,7 +30,9 @@ import numpy as np
 
 from traceclass import costmodel
 from traceclass import timeline as tl
+from traceclass.analysis import roof_choice
 from traceclass.analysis.backlog import backlog_mask
+from traceclass.analysis.devices import modal_device
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
 from traceclass.analysis.op_costs import estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
@@ -98,6 +100,7 @@ class _Env:
     fam: np.ndarray
     inferred: dict[int, str]  # inputs code -> note on how its dtype was inferred
     fam_code: np.ndarray  # int8 family index per gpu row (kernel_families.FAMILY_ORDER)
+    paths: roof_choice.PathCache | None = None  # kernel name -> (precision, unit) it ran on
 
 
 def _dominant_dtype(inputs: OpInputs | None) -> str:
@@ -139,7 +142,8 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     if not gpu_trace and not cpu_roof:
         roof_for = _no_roof
     codes = gpu_family_codes(trace) if family_codes is None else family_codes
-    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes)
+    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes,
+               roof_choice.PathCache(trace))
     windows = np.zeros((0, 2), dtype=np.int64) if warmup_windows is None else np.asarray(warmup_windows)
     if gpu_trace:
         return _gpu_groups(env, owner_mask, owner_of_op, unmodeled, windows)
@@ -192,7 +196,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices.get(k, np.zeros(0, np.int64))
             sel = row_slices.get(k, np.zeros(0, np.int64))
-            dev = int(np.bincount(gpu.device[sel]).argmax()) if len(sel) else -1
+            dev = modal_device(gpu.device[sel])
             groups.append(_op_group(env, nc, ic, leaf, members, owner_time, sel, dev))
             members_of.append((members, sel))
     orphan = use & (g_owner < 0)
@@ -200,10 +204,13 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         graph_rows = np.flatnonzero(orphan & gpu.graph)
         if len(graph_rows):
             launch_names = np.where(gpu.api[graph_rows] >= 0, api.name[np.maximum(gpu.api[graph_rows], 0)], -1)
-            for ln, sel in slices_by_key(launch_names, graph_rows).items():
-                label = f"graph replay ({trace.strings[ln] or 'graph launch'})"
-                groups.append(_kernel_group(env, sel, label, "graph"))
-                members_of.append((np.zeros(0, np.int64), sel))
+            for ln, by_launch in slices_by_key(launch_names, graph_rows).items():
+                # one group per kernel family, so replayed work gets its family's label
+                fam = env.fam_code[by_launch].astype(np.int64)
+                for fc, sel in slices_by_key(fam, by_launch).items():
+                    label = f"graph replay ({trace.strings[ln] or 'graph launch'}): {FAMILY_ORDER[fc]} kernels"
+                    groups.append(_kernel_group(env, sel, label, "graph"))
+                    members_of.append((np.zeros(0, np.int64), sel))
         bare_rows = np.flatnonzero(orphan & ~gpu.graph)
         for nc, sel in slices_by_key(gpu.name[bare_rows], bare_rows).items():
             groups.append(_kernel_group(env, sel, trace.strings[nc], "kernel"))
@@ -286,14 +293,14 @@ def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner
     flops = nbytes = None
     prec = unit = ""
     if cost is not None:
-        roof = env.roof_for(dev, cost.precision, cost.unit)
-        point = classify(cost.flops, cost.bytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
         family, prec, unit = cost.family, cost.precision, cost.unit
         flops, nbytes = cost.flops, cost.bytes
         notes.append(cost.note)
-        if point.over_roof:
-            notes.append("achieved exceeds the spec's roof: the spec does not fit the hardware that ran "
-                         "this (another device, or more CPU cores); no label")
+        judged = _judge(env, cost, per, dev, members, gpu_sel, count)
+        point, prec, unit = judged.point, judged.precision, judged.unit
+        if judged.bytes is not None:
+            flops, nbytes = judged.flops, judged.bytes
+        notes.extend(judged.notes)
     elif _COMM_OP.match(name) or family == "comm":
         point = dataclasses.replace(classify(0.0, 0.0, per, None, 0.0), bound=COMMUNICATION)
         family = "comm"
@@ -330,6 +337,24 @@ def _op_group(env: _Env, nc: int, ic: int, leaf: int, members: np.ndarray, owner
     )
 
 
+def _judge(env: _Env, cost: costmodel.OpCost, per: float, dev: int, members: np.ndarray,
+           gpu_sel: np.ndarray | None, count: int) -> roof_choice.Judged:
+    """The roof the group's work ran against (see :mod:`traceclass.analysis.roof_choice`)."""
+    floor, call = env.limits.floor_ns, env.limits.call_ns
+    if gpu_sel is not None and len(gpu_sel):
+        copied = roof_choice.copy_judgement(env.trace, gpu_sel, count, per, dev, env.roof_for, floor, call)
+        if copied is not None:
+            return copied if copied.unit != "vector" else dataclasses.replace(copied, precision=cost.precision)
+        path = roof_choice.dominant_path(env.paths, env.fam, gpu_sel) if env.paths is not None else None
+        return roof_choice.judge_op(cost.flops, cost.bytes, cost.precision, cost.unit, cost.family, per, dev, path,
+                                    env.roof_for, floor, call)
+    if dev >= 0:
+        return roof_choice.judge_op(cost.flops, cost.bytes, cost.precision, cost.unit, cost.family, per, dev, None,
+                                    env.roof_for, floor, call)
+    return roof_choice.judge_cpu_op(env.trace, cost.flops, cost.bytes, cost.precision, cost.unit, per, members,
+                                    env.roof_for, floor, call)
+
+
 def _inferred_dtype(env: _Env, ic: int) -> str:
     how = env.inferred.get(ic, "")
     m = re.match(r"dtype (\w+) read", how)
@@ -357,31 +382,26 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
     n = len(sel)
     count = len(np.unique(gpu.api[sel])) if kind == "graph" else n
     family = _dominant_family(env, sel)
-    dev = int(np.bincount(gpu.device[sel]).argmax())
+    dev = modal_device(gpu.device[sel])
     per = total / max(count, 1)
     nbytes = None
+    precision = ""
     if kind == "graph":
-        point = classify(0.0, 0.0, per, None, env.limits.floor_ns)
-        note = "kernels replayed by a graph launch: per-op attribution is not in the trace"
+        point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
+        path = roof_choice.dominant_path(env.paths, env.fam, sel) if env.paths is not None else None
+        precision = path[0] if path else ""
+        note = ("kernels replayed by a graph launch, grouped by kernel family: label from the family (heuristic); "
+                "per-op attribution needs the capture trace (--graph-capture)")
     else:
         point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
         note = "no op recorded; label from the kernel name"
-    k = gpu.kind[sel]
     host = False
-    if kind == "kernel" and ((k == GpuKind.MEMCPY) | (k == GpuKind.MEMSET)).all():
-        b = gpu.bytes[sel]
-        if (b >= 0).all():
-            # copies carry their byte counts: judge them against the link (host copies) or
-            # device memory, measured rather than guessed from the name
-            nbytes = float(b.sum()) / max(count, 1)
-            host = bool(np.isin(gpu.copy_kind[sel],
-                                (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)).all())
-            roof = env.roof_for(dev, "", "link" if host else "vector")
-            point = classify(0.0, nbytes, per, roof, env.limits.floor_ns, env.limits.call_ns)
-            note = ("bytes from the copy records; roof = host link bandwidth" if host
-                    else "bytes from the copy records; roof = device memory bandwidth")
-            if point.over_roof:
-                note += "; achieved exceeds that roof: the spec does not fit this device"
+    judged = (roof_choice.copy_judgement(trace, sel, count, per, dev, env.roof_for, env.limits.floor_ns,
+                                         env.limits.call_ns) if kind == "kernel" else None)
+    if judged is not None:
+        # copies carry their byte counts: judged against the link they crossed, measured
+        point, nbytes, host = judged.point, judged.bytes, judged.unit == "link"
+        note = "; ".join(judged.notes)
     return OpGroup(
         name=label,
         shapes="",
@@ -392,10 +412,10 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
         total_ns=total,
         host_ns=0,
         device=dev,
-        family=family if kind == "kernel" else "graph",
+        family=family,
         flops=0.0 if nbytes is not None else None,
         bytes=nbytes,
-        precision="",
+        precision=precision,
         unit="link" if host else "",
         note=note,
         point=point,

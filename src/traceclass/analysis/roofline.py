@@ -5,7 +5,8 @@ For work of ``F`` FLOPs moving ``B`` bytes (ideal traffic: each tensor once) tha
 * arithmetic intensity ``I = F / B`` (FLOP/byte)
 * ridge point ``R = peak / bandwidth`` for the device, precision and unit (matrix/vector)
 * attainable FLOP/s ``min(peak, I * bandwidth)``; achieved FLOP/s ``F / T``
-* percent of roof = achieved / attainable (for zero-FLOP work, achieved bytes/s / bandwidth)
+* percent of roof = achieved / attainable (for zero-FLOP work, achieved bytes/s / bandwidth),
+  capped at 100 within the ``OVER_ROOF_PCT`` slack; beyond it the point is ``over_roof``
 * lower-bound time ``max(F / peak, B / bandwidth)``; gap = T - lower bound
 * label: ``latency-bound`` when the lower-bound time is below ``latency_floor_ns`` (the work
   is too small for either roof to matter: fixed launch/dispatch costs dominate) *and* a call
@@ -97,6 +98,8 @@ def classify(flops: float, nbytes: float, time_ns: float, roof: Roof | None,
     if pct is not None and pct > OVER_ROOF_PCT:
         return Point(flops, nbytes, time_ns, intensity, ridge, attainable, achieved_f, achieved_b,
                      pct, lb_ns, None, UNCLASSIFIED, over_roof=True)
+    if pct is not None and pct > 100.0:
+        pct = 100.0  # within the slack: boost clocks or timer granularity, never above the roof
     if lb_ns < latency_floor_ns and time_ns <= latency_call_ns:
         bound = LATENCY
     elif ridge is not None and intensity is not None and intensity >= ridge:

@@ -86,7 +86,7 @@ class StageStats:
     min_ns: int
     max_ns: int
     gpu_busy_ns: int | None  # steady-state occurrences only
-    gpu_share_pct: float | None  # gpu busy / wall, steady state
+    gpu_share_pct: float | None  # gpu busy / span (start to the later of end and last GPU end), steady state
     warmup_p50_ns: float | None
     empty_count: int = 0  # empty steps left out
 

@@ -20,7 +20,19 @@ FLOPs and ideal bytes from the cost model) and the device's roofs (``Analysis.ro
   is the time-weighted fraction of the roof (LB / time per call) that aligned groups of the
   same device, precision, family and bound (compute or memory) reach in the trace; 0 without
   such a reference.
+  When the trace has no aligned reference, E_ref is the documented GEMM/conv fraction of the
+  roof (:mod:`traceclass.analysis.achievable`), so a misaligned op is estimated from the aligned
+  roofline even without an aligned sibling; a reference above that fraction is capped at it.
+  ``_align1``/``_align2`` kernel names (CUTLASS tiles that load 1 or 2 elements per access)
+  mark a 16-bit group as misaligned even when its dims were not recorded.
+* *fp32 on CUDA cores from kernel names*: GEMM/conv kernels whose names show the fp32 CUDA-core
+  path (``volta_sgemm``, ``ampere_sgemm``, ``cutlass_*_simt_sgemm``) in op groups without a
+  cost model (shapes not recorded): recoverable = their time x (1 - fp32 peak / target peak),
+  i.e. compute-bound at the same fraction of either roof (without shapes the bytes are unknown:
+  the figure is an upper bound and says so).
 * Groups whose LB is under the analysis' latency floor are skipped: too small for any roof.
+* Groups inside an unfused attention pattern (:mod:`traceclass.analysis.unfused_attention`) are
+  left to TC102: fusing removes them, so their time is not claimed twice.
 """
 
 from __future__ import annotations
@@ -31,12 +43,14 @@ from typing import Any
 
 import numpy as np
 
+from traceclass.analysis.achievable import documented
+from traceclass.analysis.kernel_precision import kernel_path
 from traceclass.analysis.roofline import Roof
 from traceclass.model import Trace
 from traceclass.model.dtypes import dtype_size
 
 FP32, MISALIGNED = 0, 1
-TF32_KERNEL = re.compile(r"(?i)tf32|xf32|tensorop_s|s1688|s16816")
+NARROW_ALIGN = re.compile(r"_align[12](?!\d)")
 LOW_PRECISION = ("fp16", "bf16", "fp8", "int8")
 _GEMM_OPERANDS = {  # op -> (index of A, index of B); K = A[-1], N = B[-1] (linear: N = W[0])
     "aten::mm": (0, 1), "aten::_scaled_mm": (0, 1), "aten::_int_mm": (0, 1), "aten::bmm": (0, 1),
@@ -113,13 +127,14 @@ def _tf32_share(trace: Trace, analysis: Any, rows: np.ndarray) -> float:
     if not len(main):
         return 0.0
     codes = np.where(gpu.full_name[main] >= 0, gpu.full_name[main], gpu.name[main])
-    is_tc = trace.strings.mask(codes, lambda s: TF32_KERNEL.search(s) is not None)
+    is_tc = trace.strings.mask(codes, lambda s: kernel_path(s) == ("tf32", "matrix"))
     dur = (gpu.end_ns[main] - gpu.start_ns[main]).astype(np.float64)
     return float(dur[is_tc].sum() / dur.sum()) if dur.sum() > 0 else 0.0
 
 
-def candidates(trace: Trace, analysis: Any, align_bytes: int) -> dict[tuple[int, int], list[Candidate]]:
-    """Candidates by (reason, device)."""
+def candidates(trace: Trace, analysis: Any, align_bytes: int,
+               exclude: frozenset[int] = frozenset()) -> dict[tuple[int, int], list[Candidate]]:
+    """Candidates by (reason, device); ``exclude``: op group indices another finding claims."""
     out: dict[tuple[int, int], list[Candidate]] = {}
     floor = analysis.config.latency_floor_us * 1000.0
     groups = analysis.ops.groups
@@ -128,6 +143,11 @@ def candidates(trace: Trace, analysis: Any, align_bytes: int) -> dict[tuple[int,
     aligned_ref: dict[tuple[int, str, str, str], list[float]] = {}
     misaligned: list[tuple[int, Any, float, tuple[int, ...], tuple[int, str, str, str]]] = []
     for gi, g in enumerate(groups):
+        if gi in exclude:
+            continue
+        if g.kind == "op" and g.flops is None and g.family in ("gemm", "conv") and g.device >= 0:
+            _cuda_core_by_name(trace, analysis, gi, g, rows_of.get(gi), members.get(gi, -1), out)
+            continue
         if g.kind != "op" or g.family not in ("gemm", "conv") or not g.flops or g.device < 0 or g.count <= 0:
             continue
         rd = analysis.devices.get(g.device)
@@ -157,28 +177,79 @@ def candidates(trace: Trace, analysis: Any, align_bytes: int) -> dict[tuple[int,
                 continue
             dims = leading_dims(g.name, trace.inputs[g.inputs_code])
             mult = max(1, int(align_bytes // (dtype_size(g.precision) or 1)))
-            if dims is None:
+            narrow = _narrow_align_share(trace, rows_of.get(gi)) >= 0.5
+            if dims is None and not narrow:
                 continue
+            dims = dims or ()
             roof = analysis.roof(g.device, g.precision, "matrix")
             bound = "compute" if g.flops / roof.peak_flops >= (g.bytes or 0.0) / roof.bandwidth_bps else "memory"
             key = (g.device, g.precision, g.family, bound)
-            if all(d % mult == 0 for d in dims):
+            if dims and all(d % mult == 0 for d in dims) and not narrow:
                 aligned_ref.setdefault(key, []).extend([lb * g.count, float(g.total_ns)])
             else:
                 misaligned.append((gi, g, lb, dims, key))
     for gi, g, lb, dims, key in misaligned:
         ref = aligned_ref.get(key)
+        ceiling = documented(g.family, "compute" if key[3] == "compute" else "memory-bound").fraction
         eff = sum(ref[0::2]) / sum(ref[1::2]) if ref and sum(ref[1::2]) > 0 else None
-        rec = int(max(0.0, g.total_ns - g.count * lb / eff)) if eff else 0
+        basis = "aligned op groups of this trace" if eff else "documented fraction of the roof"
+        eff = min(eff, ceiling) if eff else ceiling
+        rec = int(max(0.0, g.total_ns - g.count * lb / eff))
         mult = max(1, int(align_bytes // (dtype_size(g.precision) or 1)))
+        why = (f"leading dims {'x'.join(map(str, dims))}, not multiples of {mult}" if dims and any(d % mult for d in dims)
+               else "kernels load 1-2 elements per access (_align1/_align2)")
         out.setdefault((MISALIGNED, g.device), []).append(Candidate(
-            MISALIGNED, g.device, g.name,
-            f"{g.name} {g.shapes} (leading dims {'x'.join(map(str, dims))}, not multiples of {mult})",
+            MISALIGNED, g.device, g.name, f"{g.name} {g.shapes} ({why})",
             g.count, g.total_ns, rec, g.top_kernels, members.get(gi, -1), g.precision,
             {"flops_per_call": g.flops, "bytes_per_call": g.bytes, "lower_bound_ns": round(lb, 1),
              "roof_ratio": round(g.count * lb / g.total_ns, 4) if g.total_ns else None,
-             "aligned_roof_ratio": round(eff, 4) if eff else None, "recoverable_ns": rec}))
+             "aligned_roof_ratio": round(eff, 4), "aligned_ratio_basis": basis, "recoverable_ns": rec}))
     return out
+
+
+def _narrow_align_share(trace: Trace, rows: np.ndarray | None) -> float:
+    """Share of the GPU time among ``rows`` in ``_align1``/``_align2`` kernels."""
+    if rows is None or not len(rows):
+        return 0.0
+    gpu = trace.gpu
+    codes = np.where(gpu.full_name[rows] >= 0, gpu.full_name[rows], gpu.name[rows])
+    narrow = trace.strings.mask(codes, lambda s: NARROW_ALIGN.search(s) is not None)
+    dur = (gpu.end_ns[rows] - gpu.start_ns[rows]).astype(np.float64)
+    return float(dur[narrow].sum() / dur.sum()) if dur.sum() > 0 else 0.0
+
+
+def _cuda_core_by_name(trace: Trace, analysis: Any, gi: int, g: Any, rows: np.ndarray | None, member: int,
+                       out: dict[tuple[int, int], list[Candidate]]) -> None:
+    """fp32 CUDA-core GEMM/conv kernels of a group without shapes, from their names."""
+    if rows is None or not len(rows):
+        return
+    rd = analysis.devices.get(g.device)
+    spec = rd.spec if rd else None
+    target = target_precision(spec)
+    if target is None:
+        return
+    fp32 = analysis.roof(g.device, "fp32", "vector")
+    fast = analysis.roof(g.device, target, "matrix")
+    if fp32 is None or fast is None or not fp32.peak_flops or not fast.peak_flops:
+        return
+    gpu = trace.gpu
+    codes = np.where(gpu.full_name[rows] >= 0, gpu.full_name[rows], gpu.name[rows])
+    simt = trace.strings.mask(codes, lambda s: kernel_path(s) == ("fp32", "vector"))
+    if not simt.any():
+        return
+    dur = (gpu.end_ns[rows] - gpu.start_ns[rows]).astype(np.int64)
+    time = int(dur[simt].sum())
+    rec = int(round(time * max(0.0, 1.0 - fp32.peak_flops / fast.peak_flops)))
+    if rec <= 0:
+        return
+    names = tuple(dict.fromkeys(trace.strings[int(c)] for c in gpu.name[rows[simt]].tolist()))[:3]
+    out.setdefault((FP32, g.device), []).append(Candidate(
+        FP32, g.device, g.name,
+        f"{g.name} (shapes not recorded; {int(simt.sum())} fp32 CUDA-core kernels by name: {names[0]})",
+        g.count, time, rec, names, member, target,
+        {"flops_per_call": None, "bytes_per_call": None, "cuda_core_kernel_ns": time,
+         "peak_fp32_flops_per_s": fp32.peak_flops, f"peak_{target}_flops_per_s": fast.peak_flops,
+         "estimate": "upper bound: compute-bound assumed (no shapes, bytes unknown)", "recoverable_ns": rec}))
 
 
 def _first_member(analysis: Any) -> dict[int, int]:

@@ -59,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        from traceclass.cli._io import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs(args)
         return int(args.func(args) or 0)
     except TraceclassError as exc:
         print(f"traceclass: {exc}", file=sys.stderr)
@@ -71,8 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, never a traceback
         if getattr(args, "debug", False):
             raise
-        where = getattr(args, "trace", None) or getattr(args, "input", None) or ""
-        where = f"{where}: " if isinstance(where, str) and where else ""
+        names = [getattr(args, k, None) for k in ("trace", "input", "baseline", "candidate")]
+        names = [x for n in names for x in (n if isinstance(n, list) else [n])]
+        where = " vs ".join(n for n in names if isinstance(n, str) and n)
+        where = f"{where}: " if where else ""
         print(
             f"traceclass: {where}internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
             "rerun with --debug for details",

@@ -3,27 +3,46 @@
 from __future__ import annotations
 
 import argparse
-
+import errno
 import os
+import stat
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from traceclass.errors import TraceclassError
+from traceclass.errors import ConfigError, TraceclassError
 
 PROGRESS_MIN_BYTES = 32 << 20  # smaller files load in about a second: no bar
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write via a temporary file in the same directory and rename: readers never see half a report."""
-    p = Path(path)
-    directory = p.parent if str(p.parent) else Path(".")
+    """Write via a temporary file in the same directory and rename: readers never see half a report.
+
+    A symlink is followed: its target is replaced and the link stays. A FIFO or a character
+    device (``/dev/stdout``, ``>(cmd)``) cannot be renamed over; it is written directly, and a
+    FIFO nobody reads from is refused rather than waited on. Other non-regular paths (a
+    folder, a socket) are refused.
+    """
+    p = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise TraceclassError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            _write_stream(path, p, payload, fifo=stat.S_ISFIFO(mode))
+            return
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise TraceclassError(f"{path}: cannot write the output there ({kind})")
+    directory = p.parent if str(p.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise TraceclassError(f"{p}: cannot write ({exc.strerror or exc})") from None
+        raise TraceclassError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
         # mkstemp makes the file 0600; a report should get the permissions any new file gets
         umask = os.umask(0)
@@ -39,7 +58,50 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise TraceclassError(f"{p}: cannot write ({exc.strerror or exc})") from None
+        raise TraceclassError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _write_stream(shown: str | os.PathLike[str], p: Path, payload: bytes, fifo: bool) -> None:
+    try:
+        if fifo:
+            # opening a FIFO for writing blocks until a reader comes; non-blocking, it fails
+            # at once (ENXIO) when there is none
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+        else:
+            fd = os.open(p, os.O_WRONLY)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise TraceclassError(f"{shown}: a FIFO with no reader; refusing to wait on it") from None
+        raise TraceclassError(f"{shown}: cannot write ({exc.strerror or exc})") from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links, bind mounts
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    """An output (-o, --plot) that is one of the command's inputs would destroy it: refuse."""
+    inputs: list[str] = []
+    for k in ("trace", "input", "baseline", "candidate", "config"):
+        v = getattr(args, k, None)
+        inputs += [v] if isinstance(v, str) else [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+    inputs = [i for i in inputs if i and os.path.isfile(i)]
+    for key in ("output", "plot"):
+        out = getattr(args, key, None)
+        if not isinstance(out, str) or not out or not os.path.exists(out):
+            continue
+        for inp in inputs:
+            if _same_file(out, inp):
+                raise ConfigError(f"{out}: is the input file {inp}; refusing to overwrite it "
+                                  "(choose another output path)")
 
 
 class ProgressBar:
@@ -75,6 +137,12 @@ class ProgressBar:
             sys.stderr.flush()
 
 
+def add_rate_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", type=float, metavar="HZ", dest="sample_rate_hz",
+                   help="sampling rate of a sampled profile whose file does not record it (collapsed "
+                        "stacks, flamegraph SVG; py-spy's default is 100): values become times")
+
+
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options that decide how a trace is analysed, shared by analyze, diff, check and baseline."""
     p.add_argument("--config", metavar="FILE", help="TOML settings (same layout as [tool.traceclass])")
@@ -84,6 +152,7 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="judge GPU work against this device spec (see `traceclass devices`)")
     p.add_argument("--cpu", metavar="NAME[:CORES]", dest="cpu_device",
                    help="host CPU spec for CPU-only traces, e.g. cpu-generic-avx512:16 (default: one AVX2 core)")
+    add_rate_option(p)
     p.add_argument("--source-root", metavar="DIR", action="append", default=[], dest="source_root",
                    help="where the profiled program's source files are (repeatable): sampled profiles read "
                         "the calling line to tell a blocking call (sleep, lock, recv) from compute")

@@ -9,7 +9,6 @@ report after all.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -17,30 +16,52 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from traceclass.config import Config
 from traceclass.errors import TraceFormatError
+from traceclass.ingest.source import read_bytes, read_head
 
 if TYPE_CHECKING:  # compare/ needs numpy; `traceclass --help` imports this module and must not
     from traceclass.compare.run import Run
 
 _OWN_JSON = re.compile(r'^\s*\{\s*"(schema_version|kind)"\s*:')
 _FALLBACK_MAX_BYTES = 256 << 20
+#: Largest decompressed report or baseline read: they hold summaries (a few MB at most), and
+#: json builds Python objects several times the text's size.
+DOCUMENT_MAX_BYTES = 64 << 20
 
 
 def _prefix(path: str, n: int = 4096) -> str:
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        raw = gzip.GzipFile(fileobj=fh).read(n) if head == b"\x1f\x8b" else fh.read(n)
-    return raw.decode("utf-8", "replace")
+    return read_head(path, n).decode("utf-8", "replace")
+
+
+def _number_out_of_range(text: str) -> Any:
+    raise ValueError(f"number {text[:24]} is out of range (traceclass writes finite int64-range numbers)")
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > 20 or not -(1 << 63) <= int(text) < (1 << 63):
+        _number_out_of_range(text)
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    x = float(text)
+    if not abs(x) < 2.0**63:
+        _number_out_of_range(text)
+    return x
 
 
 def _read_json(path: str) -> Any:
+    """A traceclass report or baseline, read through the same bounded reader as traces. What
+    traceclass writes is finite and within int64; anything else marks a damaged file here
+    rather than an overflow deep in the comparison."""
+    data = read_bytes(path, limit=DOCUMENT_MAX_BYTES)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        return json.loads(data.decode("utf-8"))
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        return json.loads(bytes(data).decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
+                          parse_constant=_number_out_of_range)
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, f"unreadable JSON (not UTF-8: {exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise TraceFormatError(path, "unreadable JSON (nested too deeply)") from None
+    except ValueError as exc:
         raise TraceFormatError(path, f"unreadable JSON ({type(exc).__name__}: {exc})") from None
 
 
@@ -65,12 +86,7 @@ def load_run(path: str, cfg: Config, source_roots: Sequence[str] = ()) -> tuple[
     ``source_roots`` (``--source-root``): where a sampled profile's source files are; the
     trace readers attach the calling lines' text (see ``analyze``). Reports and baselines
     were analysed already and keep what they hold."""
-    if not os.path.isfile(path):
-        raise TraceFormatError(path, "no such file")
-    try:
-        prefix = _prefix(path)
-    except (OSError, EOFError) as exc:
-        raise TraceFormatError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+    prefix = _prefix(path)  # names the file when it is missing, a folder or unreadable
     if _OWN_JSON.match(prefix):
         got = _from_doc(_read_json(path), path)
         if got is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from traceclass.cli import _cluster
 from traceclass.cli._io import ProgressBar, add_analysis_options, write_atomic
 from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
@@ -17,13 +18,14 @@ HELP = "analyze a trace and print the bottleneck report"
 DESCRIPTION = (
     "Analyze a torch.profiler trace (.json, .json.gz), an Nsight Systems SQLite export "
     "(.sqlite; .nsys-rep with nsys on PATH) or a py-spy profile (speedscope, raw/collapsed, "
-    "chrometrace). The format is detected from the content. Exit codes: 0 report written, "
+    "chrometrace). The format is detected from the content. Two or more traces of one job (files, a "
+    "directory or a glob; per-rank .tcsum.json summaries too) give a cluster report. Exit codes: 0 report written, "
     "1 a finding at or above --fail-on, 2 unreadable input or bad configuration."
 )
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace file")
+    p.add_argument("trace", nargs="+", help="trace file; several files, a directory or a glob: cluster report")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     p.add_argument("--format", choices=tuple(RENDERERS),
                    help="report format: md, json, issue (compact markdown for a GitHub issue body, fits 65,536 "
@@ -36,12 +38,16 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes/prefixes to run (default: all)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes/prefixes to skip")
     p.add_argument("--fail-on", choices=("high", "medium", "low"), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--graph-capture", metavar="FILE",
+                   help="torch.profiler trace of the CUDA/HIP graph capture: maps replayed kernels to the ops "
+                        "that captured them")
     add_analysis_options(p)
+    _cluster.add_options(p)
     p.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device")}
+    overrides = {k: getattr(args, k, None) for k in ("warmup_steps", "top_n", "device", "cpu_device", "sample_rate_hz")}
     cfg = load_config(getattr(args, "config", None), overrides=overrides)
     sel = tuple(s.strip() for s in (getattr(args, "select", None) or "").split(",") if s.strip())
     ign = tuple(s.strip() for s in (getattr(args, "ignore", None) or "").split(",") if s.strip())
@@ -62,6 +68,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
     try:
         with stage("read"):
             trace = load(path, progress=bar, fmt=input_format)
+        if cfg.analysis.sample_rate_hz is not None:
+            from traceclass.ingest.sampled import with_sample_rate
+
+            trace = with_sample_rate(trace, cfg.analysis.sample_rate_hz)
         if source_roots and len(trace.samples):
             from traceclass.ingest.sourcelines import attach_source_lines
 
@@ -74,6 +84,10 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
+    if isinstance(args.trace, list):
+        if _cluster.is_cluster(args):
+            return _cluster.run(args)
+        args.trace = args.trace_files[0]
     from traceclass.render.renderers import for_path, renderer
 
     cfg = config_from_args(args)
@@ -86,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and chosen.EXTENSION == ".png":
         raise ConfigError(f"--format {chosen.NAME} writes binary PNG; give -o FILE{chosen.EXTENSION}")
     trace, analysis, report = load_and_report(args.trace, cfg, args.source_root, args.input_format)
+    if getattr(args, "graph_capture", None):
+        report = _with_capture(trace, report, args.graph_capture)
     with stage("render"):
         out = chosen.render(report, cfg.analysis.top_n)
     if args.plot:
@@ -103,6 +119,17 @@ def run(args: argparse.Namespace) -> int:
         if any(f.severity in order[: worst + 1] for f in report.findings):
             return 1
     return 0
+
+
+def _with_capture(trace, report, path: str):  # type: ignore[no-untyped-def]
+    """The report with the capture mapping of its graph replays in the notes."""
+    import dataclasses
+
+    from traceclass import units
+    from traceclass.analysis.graph_capture_map import notes
+    from traceclass.ingest.graph_capture import read_capture
+
+    return dataclasses.replace(report, notes=report.notes + tuple(notes(trace, read_capture(path), units.duration)))
 
 
 def render_trace(trace, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]

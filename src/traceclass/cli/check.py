@@ -58,5 +58,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(out)
     sys.stdout.flush()
     if result.nothing_comparable:
-        print(f"traceclass: nothing comparable: {result.nothing_comparable}", file=sys.stderr)
+        print(f"traceclass: {args.candidate} (baseline {args.baseline}): nothing comparable: "
+              f"{result.nothing_comparable}", file=sys.stderr)
     return result.exit_code

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from traceclass.cli._io import ProgressBar, write_atomic
+from traceclass.cli._io import ProgressBar, _same_file, add_rate_option, write_atomic
 from traceclass.errors import ConfigError
 
 COMMAND = "export"
@@ -30,6 +30,7 @@ def register(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="output file (default: INPUT's name with .speedscope.json, in the current directory)",
     )
+    add_rate_option(p)
     p.set_defaults(func=run)
 
 
@@ -48,13 +49,19 @@ def run(args: argparse.Namespace) -> int:
     from traceclass.ingest import load
 
     out = args.output or default_output(args.input)
-    if os.path.abspath(out) == os.path.abspath(args.input):
+    if os.path.exists(out) and _same_file(out, args.input):
         raise ConfigError(f"{out}: refusing to overwrite the input file")
     bar = ProgressBar(args.input)
     try:
         trace = load(args.input, progress=bar)
     finally:
         bar.close()
+    if getattr(args, "sample_rate_hz", None) is not None:
+        from traceclass.ingest.sampled import with_sample_rate
+
+        if not args.sample_rate_hz > 0 or args.sample_rate_hz == float("inf"):
+            raise ConfigError(f"--rate must be a finite number > 0, got {args.sample_rate_hz:g}")
+        trace = with_sample_rate(trace, args.sample_rate_hz)
     doc, clipped = build(trace)
     if not doc["profiles"]:
         raise ConfigError(f"{args.input}: the trace has no timed intervals or samples to export")

@@ -64,7 +64,7 @@ def environment_differences(b: Run, c: Run) -> list[Callout]:
         vb, vc = b.meta.get(key), c.meta.get(key)
         if vb != vc and not (vb is None and vc is None):
             out.append(Callout("version", label, _s(vb), _s(vc), "different software versions"))
-    if (b.producer, b.format) != (c.producer, c.format):
+    if (b.producer, b.format) != (c.producer, c.format) and not _same_sampler(b, c):
         out.append(Callout("profiler", "profiler", f"{b.producer} ({b.format})", f"{c.producer} ({c.format})",
                            "different profilers record different events with different overheads"))
     for flag in PROFILER_FLAGS:
@@ -85,6 +85,13 @@ def environment_differences(b: Run, c: Run) -> list[Callout]:
     return out
 
 
+def _same_sampler(b: Run, c: Run) -> bool:
+    """One sampler saved two ways (py-spy's flamegraph SVG, raw stacks, speedscope): the same
+    samples, so the output format is no difference in what was recorded."""
+    name_b, name_c = b.producer.partition("@")[0], c.producer.partition("@")[0]
+    return bool(name_b) and name_b == name_c and b.cpu is not None and c.cpu is not None
+
+
 def _sampling_differences(b: Run, c: Run) -> list[Callout]:
     """Sampled CPU profiles recorded or analysed differently (py-spy flags, --source-root)."""
     pb, pc = b.cpu, c.cpu
@@ -94,6 +101,10 @@ def _sampling_differences(b: Run, c: Run) -> list[Callout]:
     if pb.includes_idle is not None and pc.includes_idle is not None and pb.includes_idle != pc.includes_idle:
         out.append(Callout("profiler", "idle samples (py-spy --idle)", _yes(pb.includes_idle), _yes(pc.includes_idle),
                            "waiting threads are sampled in one run only: the shares differ for that reason alone"))
+    elif (pb.includes_idle is None) != (pc.includes_idle is None):
+        out.append(Callout("analysis", "idle samples (py-spy --idle)", _known(pb.includes_idle), _known(pc.includes_idle),
+                           "one file says whether idle samples were kept, the other does not: lines without "
+                           "source are read as compute in one run and as unverified in the other"))
     if pb.gil_only is not None and pc.gil_only is not None and pb.gil_only != pc.gil_only:
         out.append(Callout("profiler", "GIL-only sampling (py-spy --gil)", _yes(pb.gil_only), _yes(pc.gil_only),
                            "one run sampled only threads holding the GIL: the shares differ for that reason alone"))
@@ -105,6 +116,10 @@ def _sampling_differences(b: Run, c: Run) -> list[Callout]:
                            _yes(pc.source_lines > 0), "a line's text tells a wait from compute in one run only: "
                            "the kinds differ for that reason alone"))
     return out
+
+
+def _known(v: bool | None) -> str:
+    return "not recorded" if v is None else _yes(v)
 
 
 def _yes(v: bool) -> str:

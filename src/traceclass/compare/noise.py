@@ -140,7 +140,8 @@ def p_text(p: float) -> str:
 
 def _min_two_sided_p(n1: int, n2: int) -> float:
     """Smallest two-sided exact Mann-Whitney p-value for these sample sizes (no ties)."""
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+    # int / int is exact and underflows to 0.0; 2.0 / C(n, k) overflows converting C past 1e308
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
 
 
 # --------------------------------------------------------------------------- Mann-Whitney

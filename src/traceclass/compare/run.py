@@ -242,10 +242,10 @@ def run_from_report(report: Report) -> Run:
 
 def run_from_dict(d: Mapping[str, Any], path: str) -> Run:
     """Rebuild a :class:`Run` from a saved report; malformed input raises TraceFormatError."""
-    report, cpu = report_from_dict(d, path)
     try:
+        report, cpu = report_from_dict(d, path)
         return Run(report, _cpu_from_dict(cpu) if isinstance(cpu, Mapping) else None)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise TraceFormatError(path, f"not a usable traceclass JSON report ({what})") from None
 
@@ -272,6 +272,8 @@ def report_from_dict(d: Mapping[str, Any], path: str) -> tuple[Report, Any]:
         report = Report.from_json(doc)
     except TraceFormatError as exc:
         raise TraceFormatError(path, f"not a usable traceclass JSON report ({exc.problem})") from None
+    if doc["ops"] and isinstance(doc["ops"][0], Mapping) and "stake_ns" not in doc["ops"][0]:
+        report = _with_stakes(report)  # written before achievable stakes: derived from its op rows
     cpu = d.get("cpu_profile")
     if isinstance(cpu, Mapping):
         try:  # the whole typed section, where the document holds it (reports; baselines since 0d7afc6)
@@ -279,6 +281,15 @@ def report_from_dict(d: Mapping[str, Any], path: str) -> tuple[Report, Any]:
         except TraceFormatError:
             pass  # an older baseline's comparable part only: the comparison reads it all the same
     return report, cpu
+
+
+def _with_stakes(report: Report) -> Report:
+    from traceclass.analysis.achievable import stakes_of_rows
+
+    ops = tuple(o if st is None else dataclasses.replace(o, stake_ns=st.stake_ns, stake_basis=st.basis,
+                                                         stake_detail=st.detail)
+                for o, st in zip(report.ops, stakes_of_rows(report.ops)))
+    return dataclasses.replace(report, ops=ops)
 
 
 def _opt_int(x: Any) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceclass.analysis.devices import modal_device
 from traceclass.analysis.gpu_timeline import DeviceTimeline
 from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.ops import OpAnalysis
@@ -57,7 +58,7 @@ def kernel_stats(trace: Trace, opa: OpAnalysis, timelines: list[DeviceTimeline],
             KernelStats(
                 name=trace.strings[int(names_s[lo])],
                 family=str(fam[rows[0]]),
-                device=int(np.bincount(gpu.device[rows]).argmax()),
+                device=modal_device(gpu.device[rows]),
                 count=int(n),
                 total_ns=int(d.sum()),
                 mean_ns=float(d.mean()),

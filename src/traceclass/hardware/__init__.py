@@ -13,6 +13,7 @@ Data lives in ``specs.toml`` (one table per device, every figure with its source
 from __future__ import annotations
 
 from traceclass.hardware.lookup import get, lookup
+from traceclass.hardware.lookup import named as lookup_named
 from traceclass.hardware.specs import (
     PEAK_KEYS,
     PRECISIONS,
@@ -36,6 +37,7 @@ __all__ = [
     "get",
     "load_specs",
     "lookup",
+    "lookup_named",
     "peak_flops",
     "ridge_point",
     "with_measured_bandwidth",

@@ -38,6 +38,14 @@ def lookup(device_name: str, *, sm_count: int | None = None, memory_bytes: int |
     return found[0] if len(found) == 1 else None
 
 
+def named(device_name: str) -> list[DeviceSpec]:
+    """Entries whose name patterns match ``device_name``, whatever its SM count and memory."""
+    if not device_name or not device_name.strip():
+        return []
+    norm = normalize_name(device_name)
+    return [s for s in _table().specs.values() if s.kind == "gpu" and any(re.search(p, norm) for p in s.match)]
+
+
 def _fits(spec: DeviceSpec, sm_count: int | None, memory_bytes: int | None) -> bool:
     if sm_count and spec.sm_count and sm_count != spec.sm_count:
         return False

@@ -55,6 +55,8 @@ class DeviceSpec:
     #: host <-> device link bandwidth per direction (PCIe), bytes/s; None when not recorded.
     #: ``sources["host_link"]`` cites it. Copies HtoD/DtoH are judged against it.
     host_link_bps: float | None = None
+    #: architecture as profilers report it (compute capability "8.0"; ROCm "gfx94"); None unknown
+    arch: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +134,7 @@ def _parse(raw: Mapping[str, Any]) -> SpecTable:
             sm_count=d.get("sm_count"),
             memory_gb=d.get("memory_gb"),
             host_link_bps=link,
+            arch=str(d["arch"]) if "arch" in d else None,
         )
     return SpecTable(MappingProxyType(specs), MappingProxyType(ambiguous), MappingProxyType(cpu_bases))
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the package stays cheap to import: the CLI's --help lists F
 
 #: Reader modules in sniffing order: specific formats first, the catch-alls (any Chrome-trace
 #: JSON, any text) last.
-READERS = ("nsys_sqlite", "nsys_rep", "speedscope", "kineto", "chrome_trace", "collapsed")
+READERS = ("nsys_sqlite", "nsys_rep", "speedscope", "kineto", "chrome_trace", "flamegraph_svg", "collapsed")
 
 
 def reader(name: str) -> ModuleType:
@@ -58,6 +58,9 @@ def load(path: str | os.PathLike[str], progress: Progress = None, fmt: str | Non
     try:
         if fmt is not None:
             return reader(fmt).read(probe)
+        from traceclass.ingest.almost import refuse_almost_right
+
+        refuse_almost_right(p, probe.head)
         for mod in all_readers():
             if mod.sniff(probe):
                 return mod.read(probe)

@@ -46,7 +46,8 @@ def read_collapsed(path: str, progress: Progress = None) -> Trace:
     if head.startswith(("<?xml", "<svg", "<!doctype svg")):
         raise TraceFormatError(
             path,
-            "an SVG image (a flamegraph?), not a profile: record with py-spy --format speedscope or raw",
+            "an SVG image without flamegraph frames (<g><title>NAME (N samples, P%)</title><rect>): "
+            "not a profile",
         )
     lines = text.splitlines()
     del text
@@ -107,7 +108,7 @@ def read_collapsed(path: str, progress: Progress = None) -> Trace:
                         py_frames += 1
             flat.extend(map(getitem, parts))
         lengths.append(len(parts))
-        counts.append(min(int(cnt), _MAX_COUNT))
+        counts.append(_count(cnt))
         thread_rows.append(row)
         if progress is not None and (i & 0xFFFF) == 0:
             progress("parsing", i, n_lines)
@@ -172,6 +173,13 @@ def read_collapsed(path: str, progress: Progress = None) -> Trace:
         notes=notes,
         meta={"comment_lines": comments} if comments else {},
     )
+
+
+def _count(digits: str) -> int:
+    """A sample count, clamped: past 19 digits int() would only spend time (and beyond 4,300
+    it refuses: Python's int-string limit) to reach a value the clamp discards anyway."""
+    digits = digits.lstrip("0")
+    return _MAX_COUNT if len(digits) > 19 else min(int(digits or "0"), _MAX_COUNT)
 
 
 def _thread_for_roots(threads: ThreadRegistry, roots: tuple[str, ...]) -> int:

@@ -14,6 +14,7 @@ import re
 from typing import Any, Iterator, Optional
 
 import msgspec
+import numpy as np
 
 from traceclass.errors import TraceFormatError
 
@@ -33,6 +34,10 @@ class Container:
     #: streamed files: the events after ``events``, in runs, read as they are iterated
     rest: Optional[Iterator[list[msgspec.Raw]]] = None
     size: int = 0  # streamed files: content bytes read so far
+    #: address and offset of the buffer the events were sliced from (0: unknown), so an event
+    #: that fails to decode can be located by byte offset in the file
+    origin: int = 0
+    shift: int = 0
 
 
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
@@ -47,16 +52,20 @@ def first_char(data: bytes) -> bytes:
 
 def decode_container(path: str, data: bytes, events_key: str = "traceEvents") -> Container:
     """Split ``data`` into top-level metadata and raw events; raise TraceFormatError if hopeless."""
+    shift = 0
     if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+        data, shift = data[3:], 3
     try:
-        return _decode_fast(path, data, events_key)
+        c = _decode_fast(path, data, events_key)
+        c.origin, c.shift = _address(data), shift
+        return c
     except msgspec.DecodeError as exc:
         msg = str(exc)
         if "truncated" in msg.lower():
             repaired = _repair_truncated_array(data)
             if repaired is not None:
                 c = _decode_fast(path, repaired, events_key)
+                c.origin, c.shift = _address(repaired), shift
                 c.repaired = "file was truncated; the events before the cut were read"
                 return c
             raise TraceFormatError(path, f"truncated JSON ({msg})") from None
@@ -120,12 +129,13 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
         text = data.decode("utf-8", errors="replace")
         notes.append("invalid UTF-8 replaced")
     try:
-        obj = json.loads(text, strict=False, parse_constant=lambda _c: None)
+        obj = json.loads(text, strict=False, parse_constant=lambda _c: None, parse_int=parse_int)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         if exc.pos >= len(text.rstrip()) - 1:
             raise TraceFormatError(path, f"truncated JSON (ends at {where})") from None
-        raise TraceFormatError(path, f"invalid JSON at {where}: {exc.msg}") from None
+        at_byte = len(text[: exc.pos].encode("utf-8", errors="surrogatepass"))
+        raise TraceFormatError(path, f"invalid JSON at byte {at_byte:,} ({where}): {exc.msg}") from None
     except RecursionError:
         raise TraceFormatError(path, "JSON nested too deeply") from None
     notes.append("non-standard JSON tolerated")
@@ -136,7 +146,56 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
     return c
 
 
+def _address(buf: Any) -> int:
+    if not len(buf):
+        return 0
+    return int(np.frombuffer(buf, dtype=np.uint8).ctypes.data)
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def repair_utf8(buf: bytes) -> tuple[bytes, int]:
+    """``buf`` with each byte that is not valid UTF-8 replaced by U+FFFD, and how many were."""
+    text = bytes(buf).decode("utf-8", errors="surrogateescape")
+    fixed, n = _ESCAPED.subn("\ufffd", text)
+    return (fixed.encode("utf-8") if n else buf), n
+
+
+def locate_bad_event(container: Container, events: list[msgspec.Raw]) -> str:
+    """Where the first event of ``events`` that does not decode is: its byte offset in the file
+    (when known) and what is wrong there."""
+    for raw in events:
+        try:
+            msgspec.json.decode(raw)
+            continue
+        except msgspec.DecodeError as exc:
+            err = str(exc)
+        within = 0
+        try:
+            bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as u:
+            within, err = u.start, f"invalid UTF-8 byte 0x{bytes(raw)[u.start]:02x}"
+        else:
+            m = re.search(r"\(byte (\d+)\)", err)
+            within = int(m.group(1)) if m else 0
+        if not container.origin:
+            return f"invalid event: {err}"
+        offset = _address(raw) - container.origin + container.shift + within
+        where = f"at byte {offset:,}" if within else f"starting at byte {offset:,}"
+        return f"invalid event {where} of the JSON text: {err}"
+    return "invalid events"
+
+
 _INT64_MAX = (1 << 63) - 1
+
+
+def parse_int(text: str) -> int:
+    """JSON integer text -> int, never meeting Python's int-string limit (4,300 digits): longer
+    texts become 2**64 with their sign (:func:`_sanitize` folds every big value into int64)."""
+    if len(text) > 4000:
+        return -(1 << 64) if text.startswith("-") else 1 << 64
+    return int(text)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

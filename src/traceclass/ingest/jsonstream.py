@@ -189,6 +189,8 @@ def _events(path: str, buf: bytes, blocks: Iterator[bytes], container: Container
             buf = buf[used:]
             yield evs
             continue
+        if len(buf) > 4 * max(BLOCK, 1 << 20):  # no whole event in MBs: damaged, not a huge event
+            raise StreamUnsupported("no valid event boundary in the block")
         if eof:
             if container.bare and not buf.strip():
                 container.repaired = "file was truncated; the events before the cut were read"

@@ -18,7 +18,8 @@ import msgspec
 import numpy as np
 
 from traceclass.errors import TraceFormatError
-from traceclass.ingest.jsonload import Container
+from traceclass.ingest.jsonload import Container, locate_bad_event, repair_utf8
+from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import Progress
 from traceclass.model import (
@@ -54,7 +55,7 @@ _MAX_US = 9.0e15
 _EMPTY = msgspec.Raw(b"")
 
 
-class _Args(msgspec.Struct, gc=False):
+class _Args(CommArgs, gc=False):
     external_id: Any = msgspec.field(name="External id", default=None)
     correlation: Any = None
     device: Any = None
@@ -109,6 +110,7 @@ _DECODE_TS = msgspec.json.Decoder(list[_TsText])
 
 # category codes
 _OP, _ANN, _PY, _API, _KERNEL, _MEMCPY, _MEMSET, _SYNC, _MEM, _META, _SPAN, _SKIP = range(12)
+_COMMS = 100  # collective args of ops and kernels (columns of their own)
 _PH_X, _PH_I, _PH_M, _PH_FLOW = 1, 2, 3, 4
 _PHASE = {"X": _PH_X, "i": _PH_I, "I": _PH_I, "M": _PH_M, "s": _PH_FLOW, "f": _PH_FLOW, "t": _PH_FLOW}
 _CATEGORY = {
@@ -144,11 +146,25 @@ def looks_like_kineto(container: Container) -> bool:
     probe = container.events[:2000]
     if not probe:
         return not container.bare
+    buf = b"[" + b",".join(probe) + b"]"
     try:
-        evs = _DECODE_EVENTS.decode(b"[" + b",".join(probe) + b"]")
+        evs = _DECODE_EVENTS.decode(buf)
     except msgspec.DecodeError:
-        return False
+        try:
+            evs = _DECODE_EVENTS.decode(repair_utf8(buf)[0])
+        except msgspec.DecodeError:
+            return False
     return any(isinstance(e.cat, str) and e.cat in KINETO_CATEGORIES for e in evs)
+
+
+def _decode_chunk(state: "_ChunkState", buf: bytes) -> list[Any]:
+    try:
+        evs = state.decoder.decode(buf)
+        state.loose = False
+    except msgspec.ValidationError:
+        evs = _DECODE_LOOSE.decode(buf)
+        state.loose = True
+    return evs
 
 
 class _Columns:
@@ -187,6 +203,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     n_total = len(container.events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
     state.probe_timestamps(container.events[:1000])
+    utf8_fixed = 0
     lo = 0
     for events in _runs(container):
         while events:
@@ -196,15 +213,19 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             del events[:CHUNK_EVENTS]
             buf = b"[" + b",".join(chunk) + b"]"
             n_chunk = len(chunk)
-            del chunk
             try:
-                evs = state.decoder.decode(buf)
-                state.loose = False
-            except msgspec.ValidationError:
-                evs = _DECODE_LOOSE.decode(buf)
-                state.loose = True
-            except msgspec.DecodeError as exc:
-                raise TraceFormatError(path, f"invalid event near event {lo}: {exc}") from None
+                evs = _decode_chunk(state, buf)
+            except msgspec.DecodeError:
+                # a stray byte in a name or category: replaced, as the forgiving path does
+                buf, fixed = repair_utf8(buf)
+                try:
+                    if not fixed:
+                        raise
+                    evs = _decode_chunk(state, buf)
+                except msgspec.DecodeError:
+                    raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
+                utf8_fixed += fixed
+            del chunk
             state.process(evs, buf)
             del evs, buf
             lo += n_chunk
@@ -221,10 +242,14 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     gpu = _build_gpu(cols, strings)
     mem = _build_memory(cols.get(_MEM))
     threads = _build_threads(thread_names, strings)
+    comms = build_comms(cols.get(_COMMS))
 
     notes = []
     if container.repaired:
         notes.append(f"input repaired: {container.repaired}")
+    if utf8_fixed:
+        notes.append(f"input repaired: {utf8_fixed:,} invalid UTF-8 byte{'s' if utf8_fixed != 1 else ''} "
+                     "in event strings replaced by U+FFFD")
     for cat, label in (
         ("cuda_profiler_range", "CUPTI range-profiler counter events"),
         ("gpu_user_annotation", "GPU-side annotation spans (stages are projected from launches instead)"),
@@ -281,6 +306,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         api=api,
         gpu=gpu,
         memory=mem,
+        comms=comms,
         window=(min(w[0] for w in window), max(w[1] for w in window)) if window else None,
         captured=frozenset(captured),
         meta=meta,
@@ -482,12 +508,15 @@ class _ChunkState:
                 external_id=_ints([a.external_id for a in args]),
                 **extra,
             )
+            if c == _KERNEL:
+                self._comms(True, args, t, d, dev, stream)
             return
         pid = _ints([e.pid for e in sub])
         tid = _ints([e.tid for e in sub])
         base = dict(start_ns=t, end_ns=t + d, pid=pid, tid=tid, name=names)
         if c == _OP:
             inputs = self._inputs(args)
+            self._comms(False, args, t, d, pid, tid)
             self.cols.add(
                 c,
                 external_id=_ints([a.external_id for a in args]),
@@ -509,6 +538,12 @@ class _ChunkState:
                 cbid=cbid,
                 **base,
             )
+
+    def _comms(self, is_kernel: bool, args: list[_Args], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
+               tid: np.ndarray) -> None:
+        found = comm_columns(is_kernel, args, t, d, pid, tid, self.strings, _ints)
+        if found is not None:
+            self.cols.add(_COMMS, **found)
 
     def _inputs(self, args: list[_Args]) -> np.ndarray:
         out = np.full(len(args), -1, dtype=np.int32)
@@ -865,4 +900,6 @@ def _meta(top: dict[str, Any]) -> dict[str, Any]:
         for k in ("backend", "rank", "world_size", "nccl_version"):
             if k in dist and not isinstance(dist[k], (list, dict)):
                 meta[f"distributed.{k}"] = dist[k]
+        if isinstance(dist.get("pg_config"), list):  # not a scalar: kept off reports, read by the cluster step
+            meta["distributed.pg_config"] = dist["pg_config"]
     return meta

@@ -84,10 +84,25 @@ def read_nsys_sqlite(path: str | os.PathLike[str], progress: Progress = None) ->
         db.close()
 
 
+def shell_quote(text: str) -> str:
+    """``text`` as one shell word that survives being printed on one line: runs of spaces,
+    tabs, line breaks and other control characters are written as ``$'\\xHH'`` escapes,
+    which bash and zsh read back byte for byte."""
+    if text.isprintable() and "  " not in text:
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch.isprintable() and ch not in " \\'":
+            out.append(ch)
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8", errors="surrogateescape")))
+    return "$'" + "".join(out) + "'"
+
+
 def read_nsys_report(path: str | os.PathLike[str], progress: Progress = None) -> Trace:
     """Export a binary ``.nsys-rep``/``.qdrep`` report with ``nsys`` and read the result."""
     p = str(path)
-    command_hint = f"nsys export --type sqlite --output report.sqlite {shlex.quote(p)}"
+    command_hint = f"nsys export --type sqlite --output report.sqlite {shell_quote(p)}"
     if not os.path.isfile(p):
         raise TraceFormatError(p, "no such file")
     nsys = shutil.which("nsys")

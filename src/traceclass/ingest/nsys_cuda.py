@@ -172,6 +172,13 @@ def read_gpu(
         c = _read(db, table, spec, notes)
         if c is None:
             continue
+        # GPU times are ns since the session start: negative ones or ones past 2**62 ns are
+        # damage, and would wrap the device timelines' arithmetic
+        wild = (c["start_ns"] < 0) | (c["end_ns"] >= 1 << 62)
+        if wild.any():
+            notes.append(f"{int(wild.sum())} rows of {table} have timestamps out of range (negative or "
+                         "past 2^62 ns) and were dropped")
+            c = {k: v[~wild] for k, v in c.items()}
         n = len(c["start_ns"])
         gpid = c.pop("gpid")
         c["api"] = join_api(api, api_proc, c["correlation"], process_key(gpid))

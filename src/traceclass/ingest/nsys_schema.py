@@ -9,6 +9,8 @@ column is named, TEXT is read as bytes and decoded with ``errors="replace"``, an
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import sqlite3
 import threading
 import urllib.parse
@@ -108,11 +110,36 @@ def sqlite_problem(exc: BaseException) -> str:
     return f"SQLite error: {msg}"
 
 
+def _open_private_copy(path: str, wal: str) -> tuple[sqlite3.Connection, str, str]:
+    """A WAL database whose -wal still holds committed pages: SQLite must build a -shm index
+    to read them, even read-only, and would create it beside the input. The database and its
+    -wal are copied to a private temporary folder and read there (a copy costs the file's
+    size in temporary space; immutable=1 would skip the -wal's pages and read stale data)."""
+    private = tempfile.mkdtemp(prefix="traceclass-wal-")
+    copy = os.path.join(private, "export.sqlite")
+    try:
+        shutil.copyfile(path, copy)
+        shutil.copyfile(wal, copy + "-wal")
+        uri = f"file:{urllib.parse.quote(copy)}?mode=ro"
+        return _connect(uri), uri, private
+    except (OSError, sqlite3.Error) as exc:
+        _remove_private_copy(private)
+        why = exc.strerror if isinstance(exc, OSError) else sqlite_problem(exc)
+        raise TraceFormatError(
+            path, f"SQLite database in WAL mode with a pending -wal file: cannot read a private copy ({why})"
+        ) from None
+
+
+def _remove_private_copy(private: str | None) -> None:
+    if private is not None:
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def table_names(path: str) -> frozenset[str] | None:
     """Names of the tables of a SQLite file opened read-only; None when it cannot be opened
     or read (the reader then says exactly why)."""
     try:
-        con, _uri = NsysDb._open(path)
+        con, _uri, private = NsysDb._open(path)
     except TraceFormatError:
         return None
     try:
@@ -121,6 +148,7 @@ def table_names(path: str) -> frozenset[str] | None:
         return None
     finally:
         con.close()
+        _remove_private_copy(private)
     return frozenset(text(r[0]) for r in rows)
 
 
@@ -134,7 +162,7 @@ class NsysDb:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.con, self._uri = self._open(path)
+        self.con, self._uri, self._private_dir = self._open(path)
         self.columns: dict[str, frozenset[str]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -152,7 +180,8 @@ class NsysDb:
     # ------------------------------------------------------------------ opening
 
     @staticmethod
-    def _open(path: str) -> tuple[sqlite3.Connection, str]:
+    def _open(path: str) -> tuple[sqlite3.Connection, str, str | None]:
+        """(connection, its URI, the private copy's folder when one was made)."""
         if not os.path.exists(path):
             raise TraceFormatError(path, "no such file")
         if os.path.isdir(path):
@@ -160,6 +189,8 @@ class NsysDb:
         quoted = urllib.parse.quote(os.path.abspath(path))
         wal = path + "-wal"
         pending_wal = os.path.exists(wal) and os.path.getsize(wal) > 0
+        if pending_wal and _wal_mode(path):
+            return _open_private_copy(path, wal)
         uris = [f"file:{quoted}?mode=ro"]
         if _wal_mode(path) and not pending_wal:
             # A WAL database opened with mode=ro still creates (and may leave) a -shm file
@@ -169,7 +200,7 @@ class NsysDb:
         first: sqlite3.Error | None = None
         for uri in uris:
             try:
-                return _connect(uri), uri
+                return _connect(uri), uri, None
             except sqlite3.Error as exc:
                 first = first or exc
         if pending_wal:
@@ -208,6 +239,8 @@ class NsysDb:
             except sqlite3.Error:
                 pass
         self._worker_cons = []
+        _remove_private_copy(self._private_dir)
+        self._private_dir = None
 
     def _worker_con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)

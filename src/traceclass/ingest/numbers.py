@@ -26,6 +26,11 @@ def decimal_text_to_int(raws: Sequence[bytes], scale_exp: int = 3) -> tuple[np.n
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     buf = b",".join(raws) + b","
+    if buf.count(b",") != n:
+        # a text holding a comma (a list, an object or a string where a number belongs) is
+        # not a number: blank it so it comes out not ok instead of shifting every later value
+        raws = [b"" if b"," in bytes(r) else r for r in raws]
+        buf = b",".join(raws) + b","
     return joined_decimal_to_int(buf, n, raws, scale_exp)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,13 @@ class ThreadRegistry:
     def __len__(self) -> int:
         return len(self.pid)
 
+    def truncate(self, n: int) -> None:
+        """Forget the threads registered after the first ``n`` (a profile that was skipped)."""
+        if n >= len(self.pid):
+            return
+        self._index = {k: v for k, v in self._index.items() if v < n}
+        del self.pid[n:], self.tid[n:], self.name[n:]
+
     def table(self) -> Threads:
         return Threads.build(
             len(self.pid),
@@ -96,6 +104,29 @@ def assemble(
         notes=tuple(dict.fromkeys(notes)),
     )
     return attach_source_lines(trace)
+
+
+def with_sample_rate(trace: Trace, hz: float | None) -> Trace:
+    """The profile with ``--rate HZ`` as its sampling rate, when the file does not record one.
+
+    Collapsed stacks and flamegraph SVGs count samples without saying how often they were
+    taken; given the rate, each sample stands for one interval, as py-spy's own speedscope
+    output has it. A file that records its rate (or weights its samples) keeps what it says.
+    """
+    if hz is None or not len(trace.samples):
+        return trace
+    interval = int(round(1e9 / hz))
+    s = trace.sampling if trace.sampling is not None else SamplingInfo()
+    if s.interval_ns or bool((trace.samples.weight_ns != 0).any()):
+        note = f"--rate {hz:g} ignored: the file records its own sampling interval or sample weights"
+        return trace.replace(notes=trace.notes + (note,))
+    samples = trace.samples.replace(weight_ns=trace.samples.count.astype(np.int64) * interval)
+    note = f"sampling rate {hz:g} Hz from --rate: each sample stands for {interval:,} ns"
+    return trace.replace(
+        samples=samples,
+        sampling=dataclasses.replace(s, interval_ns=interval),
+        notes=tuple(n for n in trace.notes if "sampling rate" not in n) + (note,),
+    )
 
 
 def has_line_numbers(frames: FrameInterner) -> bool:

@@ -7,6 +7,7 @@ CLI can print one line and exit 2.
 from __future__ import annotations
 
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Callable, Optional
@@ -21,9 +22,17 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A deflate stream expands at most ~1032:1. Real traces compress 10-30:1 (Kineto ~19:1);
 #: past this ratio on a large output we stop and call it a decompression bomb.
 MAX_GZIP_RATIO = 250
-#: The ratio check only applies once this much has come out, so small odd files pass.
-GZIP_RATIO_GRACE = 256 << 20
+#: The ratio check only applies once this much has come out, so small odd files pass. With
+#: the output per step bounded, a bomb holds at most this plus one step when it is stopped.
+GZIP_RATIO_GRACE = 128 << 20
 _CHUNK = 8 << 20
+#: Compressed bytes fed to the decompressor per step. Each step yields at most ``_CHUNK`` and
+#: the ratio is judged on the input actually consumed, so a bomb is stopped within one step of
+#: the grace, whatever its ratio (a whole read chunk counted as consumed let 2 GB out first).
+_GZ_IN = 1 << 20
+#: A run of this many NUL bytes is never text: sparse files, zero padding, disk images.
+#: Found chunk by chunk, it stops the read early instead of after loading gigabytes.
+_NUL_RUN = b"\x00" * 4096
 
 
 def _available_memory() -> int | None:
@@ -79,20 +88,30 @@ def read_head(path: str | os.PathLike[str], n: int = 1 << 16) -> bytes:
 def read_bytes(
     path: str | os.PathLike[str], progress: Progress = None, limit: int | None = None
 ) -> bytes:
-    """Whole file content, gunzipped when it is gzip (multi-member streams included)."""
+    """Whole content of a text input (trace, report, baseline, config), gunzipped when it is
+    gzip (multi-member streams included).
+
+    The one guard every file read goes through: at most ``limit`` bytes (default: 80% of
+    available memory) ever come out, a gzip stream past :data:`MAX_GZIP_RATIO` is stopped
+    within one step of :data:`GZIP_RATIO_GRACE`, and a run of NUL bytes (binary data, a
+    sparse file) stops the read at the chunk where it appears.
+    """
     p = Path(path)
     limit = default_size_limit() if limit is None else limit
     try:
-        size = p.stat().st_size
         with open(p, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            # a FIFO or a device has no size to trust (/dev/zero never ends): read it as a
+            # stream, bounded by the limit
+            size = st.st_size if stat.S_ISREG(st.st_mode) else -1
             magic = fh.read(2)
-            fh.seek(0)
             if magic != GZIP_MAGIC:
                 if size > limit:
                     raise TraceFormatError(
-                        p, f"file is {size / 2**30:.1f} GiB, above the {limit / 2**30:.1f} GiB limit"
+                        p, f"file is {_size(size)}, above the {_size(limit)} limit"
                     )
-                return _read_plain(fh, size, progress)
+                return _read_plain(p, fh, magic, size, progress, limit)
+            fh.seek(0)
             return _gunzip(p, fh, size, progress, limit)
     except TraceFormatError:
         raise
@@ -108,42 +127,60 @@ def read_bytes(
         raise TraceFormatError(p, f"cannot read ({exc.strerror or exc})") from None
 
 
-def _read_plain(fh, size: int, progress: Progress) -> bytes:  # type: ignore[no-untyped-def]
-    if size < (64 << 20):
-        return fh.read()
-    # read into one preallocated buffer in pieces (for the progress bar) and hand it over
-    # without a copy: the decoders take any bytes-like object, while read() of an unknown
-    # length grows its buffer by reallocation and can briefly hold twice the file
-    buf = bytearray(size)
-    view = memoryview(buf)
-    done = 0
-    while done < size:
-        n = fh.readinto(view[done : done + _CHUNK])
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 1 << 30 else f"{n / 2**20:.0f} MiB"
+
+
+def _read_plain(p: Path, fh, head: bytes, size: int, progress: Progress, limit: int) -> bytes:  # type: ignore[no-untyped-def]
+    if 0 <= size < (64 << 20):
+        data = head + fh.read(size)
+        _check_text(p, data, 0)
+        return data
+    # read into one buffer grown a chunk at a time (large reallocations are remapped in place,
+    # and pages are touched only as data arrives, so a file rejected early never costs its
+    # size) and hand it over without a copy: the decoders take any bytes-like object
+    buf = bytearray(head)
+    done = len(head)
+    while size < 0 or done < size:
+        if done > limit:
+            raise TraceFormatError(p, f"input exceeds the {_size(limit)} limit; refusing to continue")
+        want = _CHUNK if size < 0 else min(_CHUNK, size - done)
+        buf.extend(bytes(want))
+        view = memoryview(buf)
+        n = fh.readinto(view[done : done + want])
+        view.release()
         if not n:
             break
+        _check_text(p, buf, max(done - len(_NUL_RUN), 0), done + n)
         done += n
-        if progress is not None:
+        if progress is not None and size > 0:
             progress("reading", done, size)
-    view.release()
-    if done != size:
+    if done != len(buf):
         del buf[done:]
     return buf  # type: ignore[return-value]
+
+
+def _check_text(p: Path, data: bytes | bytearray, start: int, end: int | None = None) -> None:
+    at = data.find(_NUL_RUN, start, end)
+    if at >= 0:
+        raise TraceFormatError(
+            p, f"{len(_NUL_RUN)} NUL bytes in a row at byte {at}: binary data (zero padding or a sparse "
+               "file), not a trace, report or config"
+        )
 
 
 def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  # type: ignore[no-untyped-def]
     # one growing buffer: large reallocations are remapped in place, whereas collecting the
     # pieces and joining them would briefly hold the output twice
     out = bytearray()
-    out_len = 0
     consumed = 0
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     member_open = False
     first_checked = False
     while True:
-        chunk = fh.read(_CHUNK)
+        chunk = fh.read(_GZ_IN)
         if not chunk:
             break
-        consumed += len(chunk)
         data = chunk
         while data:
             member_open = True
@@ -151,35 +188,39 @@ def _gunzip(p: Path, fh, size: int, progress: Progress, limit: int) -> bytes:  #
                 piece = d.decompress(data, _CHUNK)
             except zlib.error as exc:
                 raise TraceFormatError(p, f"corrupt gzip data ({exc})") from None
+            # at a member's end the bytes after it are in unused_data (and, when the output
+            # bound was hit on the way, in unconsumed_tail too: the same bytes); they are fed
+            # to the next member below and counted then
+            consumed += len(data) - len(d.unused_data if d.eof else d.unconsumed_tail)
             data = d.unconsumed_tail
             if piece:
                 if not first_checked:
                     first_checked = True
                     _check_decompressed_head(p, piece)
+                at = len(out)
                 out += piece
-                out_len += len(piece)
-                if out_len > limit:
+                _check_text(p, out, max(at - len(_NUL_RUN), 0))
+                if len(out) > limit:
                     raise TraceFormatError(
                         p,
-                        f"gzip content exceeds {limit / 2**30:.1f} GiB after decompression; "
-                        "refusing to continue",
+                        f"gzip content exceeds {_size(limit)} after decompression; refusing to continue",
                     )
-                if out_len > GZIP_RATIO_GRACE and out_len > MAX_GZIP_RATIO * max(consumed, 1):
+                if len(out) > GZIP_RATIO_GRACE and len(out) > MAX_GZIP_RATIO * max(consumed, 1):
                     raise TraceFormatError(
                         p,
                         f"gzip expands more than {MAX_GZIP_RATIO}:1 "
-                        f"({out_len >> 20} MiB from {consumed >> 20} MiB): decompression bomb?",
+                        f"({len(out) >> 20} MiB from {consumed >> 10} KiB): decompression bomb?",
                     )
             if d.eof:
                 member_open = False
-                rest = d.unused_data + data
+                rest = d.unused_data
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a following gzip member, if any
                 data = rest if rest.strip(b"\x00") else b""
-        if progress is not None:
-            progress("decompressing", consumed, size)
+        if progress is not None and size > 0:
+            progress("decompressing", min(consumed, size), size)
     if member_open:
         raise TraceFormatError(p, "truncated gzip stream (file ends inside compressed data)")
-    if out_len == 0:
+    if not out:
         raise TraceFormatError(p, "gzip file decompresses to nothing")
     return out  # type: ignore[return-value]
 

@@ -135,6 +135,7 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
     units: set[str] = set()
     odd_units: set[str] = set()
     skipped: dict[str, int] = {}
+    unusable: list[str] = []
     for idx, raw in enumerate(profiles):
         try:
             prof = _PROFILE.decode(raw)
@@ -142,32 +143,43 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
             raise TraceFormatError(path, f"profile {idx}: invalid JSON ({exc})") from None
         label = _label(prof, idx)
         unit = prof.unit if isinstance(prof.unit, str) else "none"
-        if unit not in UNIT_NS and unit not in OTHER_UNITS:
-            odd_units.add(unit[:40])
+        odd_unit = unit not in UNIT_NS and unit not in OTHER_UNITS
+        if odd_unit:
             unit = "none"
-        units.add(unit)
         scale = UNIT_NS.get(unit, 1.0)
-        if prof.type == "sampled":
-            row = _thread_row(threads, prof, idx, is_pyspy)
-            part = _sampled(path, label, prof, frame_map, pseudo, scale, trie, row)
-            if part is not None:
-                samples, weights = part
-                sample_parts.append(samples)
-                sampled_weights.update(weights)
-        elif prof.type == "evented":
-            row = _thread_row(threads, prof, idx, is_pyspy)
-            py = _evented(path, label, prof, frame_map, scale, notes)
-            if py is not None and unit not in UNIT_NS:
-                sample_parts.append(_unitless_samples(py, trie, row))
-                unitless_evented += 1
-            elif py is not None:
-                py.pop("slice_row")
-                py.pop("slice_len")
-                py["thread_row"] = np.full(len(py["start_ns"]), row, dtype=np.int64)
-                py_parts.append(py)
-        else:
-            key = str(prof.type)[:40]
-            skipped[key] = skipped.get(key, 0) + 1
+        n_threads, n_notes = len(threads), len(notes)
+        try:
+            if prof.type == "sampled":
+                row = _thread_row(threads, prof, idx, is_pyspy)
+                part = _sampled(path, label, prof, frame_map, pseudo, scale, trie, row)
+                if part is not None:
+                    samples, weights = part
+                    sample_parts.append(samples)
+                    sampled_weights.update(weights)
+            elif prof.type == "evented":
+                row = _thread_row(threads, prof, idx, is_pyspy)
+                py = _evented(path, label, prof, frame_map, scale, notes)
+                if py is not None and unit not in UNIT_NS:
+                    sample_parts.append(_unitless_samples(py, trie, row))
+                    unitless_evented += 1
+                elif py is not None:
+                    py.pop("slice_row")
+                    py.pop("slice_len")
+                    py["thread_row"] = np.full(len(py["start_ns"]), row, dtype=np.int64)
+                    py_parts.append(py)
+            else:
+                key = str(prof.type)[:40]
+                skipped[key] = skipped.get(key, 0) + 1
+                continue
+        except TraceFormatError as exc:
+            # speedscope opens the other profiles of the file: so does traceclass
+            threads.truncate(n_threads)
+            del notes[n_notes:]
+            unusable.append(exc.problem)
+            continue
+        units.add(unit)
+        if odd_unit:
+            odd_units.add(str(prof.unit)[:40])
         if progress is not None:
             progress("parsing", idx + 1, len(profiles))
     del profiles
@@ -181,6 +193,10 @@ def read_speedscope(path: str, data: bytes, progress: Progress = None) -> Trace:
         meta["interval_rows"] = [first, first + len(derived)]
         sample_parts.append(derived)
     samples = Samples.concat(sample_parts) if sample_parts else Samples.empty()
+    if not len(samples) and not len(python) and unusable:
+        raise TraceFormatError(path, unusable[0])
+    for problem in unusable:
+        notes.append(f"skipped {problem}; the file's other profiles are analysed")
     if not len(samples) and not len(python):
         raise TraceFormatError(path, "speedscope file holds no samples and no events")
 
@@ -319,7 +335,11 @@ def _sampled(
     is_pseudo = pseudo[flat]
     flat_f, lengths_f = strip_frames(frame_map[flat], lengths, is_pseudo)
     leaf_unique = insert_stacks(trie, flat_f, lengths_f)
-    weight_ns = np.rint(weights * scale).astype(np.int64)
+    with np.errstate(over="ignore"):
+        scaled = np.rint(weights * scale)
+    if len(scaled) and not float(np.max(scaled)) < 2.0**62:  # also inf: a finite weight times the unit
+        raise TraceFormatError(path, f"{label}: sample weight out of range (beyond 2^62 ns)")
+    weight_ns = scaled.astype(np.int64)
     thread = np.full(n, row, dtype=np.int64)
     samples = run_length_samples(thread, leaf_unique[codes], weight_ns)
     return samples, set(np.unique(weight_ns[weight_ns > 0]).tolist())

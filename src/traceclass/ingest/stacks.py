@@ -14,6 +14,9 @@ from traceclass.model import Frames, Samples, StackNodes, StringTable
 
 _KEY_SHIFT = np.int64(1) << np.int64(31)
 _I16_MAX = np.iinfo(np.int16).max
+#: At or below this many stacks still active at a level, they are walked one by one: a
+#: vectorized level pass costs about as much as this many dict steps.
+_FEW_STACKS = 16
 
 
 class FrameInterner:
@@ -62,6 +65,9 @@ class TrieBuilder:
         n = len(parents)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
+        if n <= _FEW_STACKS:  # a factorization costs more than a few dict steps
+            return np.fromiter((self.insert_path(p, frames[k:k + 1], depth) for k, p in
+                                enumerate(parents.tolist())), dtype=np.int64, count=n)
         keys = parents.astype(np.int64) * _KEY_SHIFT + frames.astype(np.int64)
         codes, uniq = pd.factorize(keys, sort=False)
         index = self._index
@@ -79,6 +85,32 @@ class TrieBuilder:
             self._depth.append(np.full(len(new), min(depth, _I16_MAX), dtype=np.int16))
             self.size += len(new)
         return ids[codes]
+
+    def insert_path(self, parent: int, frames: np.ndarray, depth: int) -> int:
+        """Leaf node of one stack's remaining ``frames`` (the first at ``depth``) under
+        ``parent``, one dict step per frame: for the few stacks still active deep down, where
+        a vectorized pass per level would cost far more than the frames themselves."""
+        index = self._index
+        new_frame: list[int] = []
+        new_parent: list[int] = []
+        new_depth: list[int] = []
+        node = parent
+        for k, f in enumerate(frames.tolist()):
+            key = node * (1 << 31) + f
+            nxt = index.get(key)
+            if nxt is None:
+                nxt = self.size
+                index[key] = nxt
+                new_frame.append(f)
+                new_parent.append(node)
+                new_depth.append(min(depth + k, _I16_MAX))
+                self.size += 1
+            node = nxt
+        if new_frame:
+            self._frame.append(np.asarray(new_frame, dtype=np.int32))
+            self._parent.append(np.asarray(new_parent, dtype=np.int32))
+            self._depth.append(np.asarray(new_depth, dtype=np.int16))
+        return node
 
     def table(self) -> StackNodes:
         if not self._frame:
@@ -113,6 +145,12 @@ def insert_stacks(trie: TrieBuilder, flat: np.ndarray, lengths: np.ndarray) -> n
     for level in range(max_len):
         k = int(active_counts[level])
         if k == 0:
+            break
+        if k <= _FEW_STACKS:
+            # the rest is a few long stacks: walk each to its end instead of a pass per level
+            for j in range(k):
+                rest = flat[sorted_off[j] + level: sorted_off[j] + sorted_len[j]]
+                cur[j] = trie.insert_path(int(cur[j]), rest, level)
             break
         frames = flat[sorted_off[:k] + level]
         cur[:k] = trie.insert(cur[:k], frames, level)
@@ -195,7 +233,18 @@ def interval_nodes(
     order = np.argsort(depth, kind="stable")
     d_sorted = depth[order]
     bounds = np.r_[0, np.flatnonzero(np.diff(d_sorted)) + 1, n]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if hi - lo <= _FEW_STACKS:
+            # a thin level (a deep evented stack has one interval per level): plain dict
+            # steps, no numpy pass per level
+            d = int(d_sorted[lo])
+            for r in order[lo:hi].tolist():
+                p = int(parent[r])
+                pn = int(node[p]) if p >= 0 else -1
+                if p >= 0 and pn < 0:
+                    raise ValueError("parent deeper than child: intervals not in depth order")
+                node[r] = trie.insert_path(pn, frame[r:r + 1], d)
+            continue
         rows = order[lo:hi]
         p = parent[rows]
         pnode = np.where(p >= 0, node[np.maximum(p, 0)], -1)

@@ -1,5 +1,6 @@
 """The normalized, columnar model every reader produces and every analysis reads."""
 
+from traceclass.model.comms import Comms
 from traceclass.model.enums import (
     AnnotationKind,
     ApiKind,
@@ -30,6 +31,7 @@ __all__ = [
     "ApiCalls",
     "ApiKind",
     "Captured",
+    "Comms",
     "CopyKind",
     "DeviceInfo",
     "Frames",

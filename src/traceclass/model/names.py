@@ -8,6 +8,11 @@ from traceclass.model.enums import AnnotationKind
 
 _ANON = "(anonymous namespace)"
 
+#: Characters of a name that classification and shortening look at. Real kernel names, long
+#: templates included, stay far below; a hostile 10 MB name would otherwise be walked in full
+#: by every pattern (seconds per pass).
+NAME_SCAN_LIMIT = 1 << 16
+
 
 def short_kernel_name(full: str, limit: int = 120) -> str:
     """Readable kernel name: no return type, template arguments or parameter list.
@@ -16,9 +21,9 @@ def short_kernel_name(full: str, limit: int = 120) -> str:
     ``at::native::(anonymous namespace)::CatArrayBatchedCopy``. Names without C++ decoration
     (``nvjet_tst_128x64``, ``Memcpy HtoD (Pinned -> Device)``) come back unchanged.
     """
-    s = full.strip()
+    s = full[:NAME_SCAN_LIMIT].strip()
     if s.startswith("Memcpy") or s.startswith("Memset"):
-        return s
+        return s if len(s) <= limit else s[: limit - 1] + "…"
     if s.startswith("void "):
         s = s[5:]
     out = []
@@ -44,7 +49,7 @@ def short_kernel_name(full: str, limit: int = 120) -> str:
         if depth == 0:
             out.append(c)
         i += 1
-    name = "".join(out).strip() or full.strip()
+    name = "".join(out).strip() or s
     # "std::enable_if<...>::type kernel" style return types leave a space-separated prefix;
     # the space inside "(anonymous namespace)" is not one
     protected = name.replace(_ANON, "\0")

@@ -73,9 +73,13 @@ class StringTable:
         return arr[np.where(codes < 0, len(arr) - 1, codes)]
 
     def mask(self, codes: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
-        """Boolean mask over ``codes``: ``predicate`` evaluated once per distinct string."""
+        """Boolean mask over ``codes``: ``predicate`` evaluated once per distinct string, on
+        its first :data:`~traceclass.model.names.NAME_SCAN_LIMIT` characters (predicates
+        classify names; a hostile 10 MB name must not cost each of them seconds)."""
+        from traceclass.model.names import NAME_SCAN_LIMIT
+
         per_string = np.fromiter(
-            (bool(predicate(s)) for s in self._values), dtype=bool, count=len(self._values)
+            (bool(predicate(s[:NAME_SCAN_LIMIT])) for s in self._values), dtype=bool, count=len(self._values)
         )
         per_string = np.append(per_string, False)  # code -1
         codes = np.asarray(codes)

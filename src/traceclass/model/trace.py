@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from traceclass.model.comms import Comms
 from traceclass.model.enums import Captured, Vendor
 from traceclass.model.strings import InputsTable, StringTable
 from traceclass.model.tables import (
@@ -84,6 +85,7 @@ class Trace:
     frames: Frames = dataclasses.field(default_factory=Frames.empty)
     stacks: StackNodes = dataclasses.field(default_factory=StackNodes.empty)
     samples: Samples = dataclasses.field(default_factory=Samples.empty)
+    comms: Comms = dataclasses.field(default_factory=Comms.empty)  # collective args (Kineto)
     sampling: SamplingInfo | None = None
     window: tuple[int, int] | None = None  # profiler window [start, end) in ns, when recorded
     captured: frozenset[Captured] = frozenset()  # readers may pass the plain strings

@@ -161,7 +161,7 @@ def _stages(r: Report) -> str:
     headers = ["stage", "kind", "count", "P50", "P90", "P99", "total"]
     align = "llrrrrr"
     if has_gpu:
-        headers += ["GPU busy", "GPU busy / wall"]
+        headers += ["GPU busy", "GPU busy / span"]
         align += "rr"
     headers += ["dominant bound", "modeled work vs roof"]
     align += "l"
@@ -184,7 +184,9 @@ def _stages(r: Report) -> str:
     out = ["## Stages", "",
            "Wall time of each range across its steady-state occurrences (warm-up steps apart). "
            + ("GPU busy = union of the GPU work launched inside the range (its own thread and "
-              "helper threads such as autograd's), exact to the ns. " if has_gpu else "")
+              "helper threads such as autograd's), exact to the ns; span = from the range's start to the "
+              "later of its end and the end of the last GPU work it launched (GPU work outlives a short "
+              "CPU range, so busy ÷ wall could pass 100 %). " if has_gpu else "")
            + "Dominant bound = the roofline label holding most of the stage's op time; the last column "
            "puts the stage's modeled FLOPs and bytes against its whole work time (a lower bound on "
            "what the stage achieves).",
@@ -197,9 +199,11 @@ def _stages(r: Report) -> str:
 def _ops(r: Report, top_n: int) -> str:
     basis = "GPU time" if r.ops_time_basis == "gpu" else "host time"
     headers = ["op", "shapes", "dtype", "calls", basis, "share", "FLOP/call", "bytes/call",
-               "FLOP/byte", "ridge", "achieved", "% of roof", "bound", "gap to bound"]
+               "FLOP/byte", "ridge (FLOP/byte)", "achieved", "% of roof", "bound", "at stake", "achievable basis",
+               "datasheet gap"]
+    op_rows = [o for o in r.ops if o.kind == "op"]
     rows = []
-    for o in r.ops[:top_n]:
+    for o in op_rows[:top_n]:
         achieved = units.flop_rate(o.achieved_flops_per_s) if o.flops else units.byte_rate(o.achieved_bytes_per_s)
         bound = o.bound + (" (heuristic)" if o.heuristic else "")
         rows.append([
@@ -207,7 +211,8 @@ def _ops(r: Report, top_n: int) -> str:
             o.dtype or "—", str(o.count),
             units.duration(o.total_ns), units.pct(o.share_pct), units.flops(o.flops), units.size(o.bytes),
             units.ratio(o.intensity), units.ratio(o.ridge), achieved if o.flops is not None else "—",
-            units.pct(o.pct_of_roof, 0), bound, units.duration(o.gap_ns),
+            units.pct(o.pct_of_roof, 0), bound, units.duration(o.stake_ns), text(o.stake_basis or "—", 40),
+            units.duration(o.gap_ns),
         ])
     denom = "device busy time (union over streams)" if r.ops_time_basis == "gpu" else "total op time on host threads"
     lat = r.thresholds.get("latency_floor_us" if r.ops_time_basis == "gpu" else "cpu_latency_floor_us")
@@ -217,11 +222,20 @@ def _ops(r: Report, top_n: int) -> str:
         "FLOP and bytes per call come from the recorded shapes (ideal traffic: every tensor read or "
         "written once). `latency-bound` means the roofline lower bound per call is under "
         f"{lat} µs, too small for either roof to matter; `unclassified` means no cost model "
-        "applies (the op is counted, not guessed).",
-        "", table(headers, rows, "llllrrrrrrrrlr"),
+        "applies (the op is counted, not guessed). At stake = time above the achievable ceiling "
+        "(the lower of the best rate a sibling of the same family and precision reaches in this trace and "
+        "the family's documented fraction of the roof: basis column); datasheet gap = time above 100 % of "
+        "the roof.",
+        "", table(headers, rows, "llllrrrrrrrrlrlr"),
     ]
+    details = sorted({(o.stake_basis, o.stake_detail) for o in op_rows[:top_n] if o.stake_detail and
+                      "documented" in o.stake_basis})
+    if details:
+        out += ["", "Achievable ceilings used:"]
+        out += [f"- {text(b, 60)}: {text(d, 400)}" for b, d in details]
+    out += _kernel_groups([o for o in r.ops if o.kind != "op"], top_n)
     by_note: dict[str, list[str]] = {}
-    for o in r.ops[:top_n]:
+    for o in op_rows[:top_n] + [k for k in r.ops if k.kind != "op"][:top_n]:
         if o.note and o.name not in by_note.setdefault(o.note, []):
             by_note[o.note].append(o.name)
     if by_note:
@@ -229,9 +243,9 @@ def _ops(r: Report, top_n: int) -> str:
         for note, names in by_note.items():
             shown = ", ".join(code(n, 50) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             out.append(f"- {shown}: {text(note, 200)}")
-    if len(r.ops) > top_n:
-        rest = sum(o.total_ns for o in r.ops[top_n:])
-        more = len(r.ops) - top_n
+    if len(op_rows) > top_n:
+        rest = sum(o.total_ns for o in op_rows[top_n:])
+        more = len(op_rows) - top_n
         out.append(f"\n{more} more op group{'s' if more != 1 else ''} ({units.duration(rest)}) in the JSON report.")
     if r.unmodeled_ops:
         top = list(r.unmodeled_ops.items())[:8]
@@ -345,6 +359,25 @@ def _hardware(r: Report) -> str:
     return "\n".join(out)
 
 
+def _kernel_groups(groups: list, top_n: int) -> list[str]:  # type: ignore[type-arg]
+    """GPU work no op launched (grouped by kernel name) and graph replays: their own table, so
+    op rows and mangled kernel names do not mix."""
+    if not groups:
+        return []
+    rows = []
+    for o in groups[:top_n]:
+        achieved = units.byte_rate(o.achieved_bytes_per_s) if o.bytes else "—"
+        rows.append([code(o.name, 60), o.kind, o.family or "—", str(o.count), str(o.kernels),
+                     units.duration(o.total_ns), units.pct(o.share_pct), achieved, units.pct(o.pct_of_roof, 0),
+                     o.bound + (" (heuristic)" if o.heuristic else "")])
+    out = ["", "GPU work without a recorded op (grouped by kernel name; graph replays by launch):", "",
+           table(["kernel / replay", "kind", "family", "count", "kernels", "GPU time", "share", "achieved",
+                  "% of roof", "bound"], rows, "lllrrrrrrl")]
+    if len(groups) > top_n:
+        out.append(f"\n{len(groups) - top_n} more kernel group(s) in the JSON report.")
+    return out
+
+
 def _notes(r: Report) -> str:
     lines = ["## Notes", ""]
     lines += [f"- {text(n, 400)}" for n in r.notes]
@@ -357,11 +390,14 @@ def _definitions(r: Report) -> str:
         "<details><summary>Definitions</summary>",
         "",
         "- **FLOP/byte** (arithmetic intensity): modeled FLOPs ÷ ideal bytes moved.",
-        "- **ridge**: peak FLOP/s ÷ memory bandwidth of the device for the op's precision and unit "
+        "- **ridge** (FLOP/byte): peak FLOP/s ÷ memory bandwidth of the device for the op's precision and unit "
         "(matrix = tensor cores / MFMA, vector = CUDA cores / SIMD); work below the ridge is memory-bound.",
         "- **achieved**: FLOP/s (or bytes/s for zero-FLOP ops) measured over the op's time per call.",
         "- **% of roof**: achieved ÷ attainable, where attainable = min(peak, intensity × bandwidth).",
-        "- **gap to bound**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
+        "- **datasheet gap**: time above the roofline lower bound max(FLOP ÷ peak, bytes ÷ bandwidth), summed over calls.",
+        "- **at stake**: time above calls × lower bound ÷ achievable ceiling, where the ceiling (percent of the "
+        "attainable roof) is the lower of the best sibling (same device, family, precision, unit) in this trace "
+        "and the family's documented fraction; 0 when the op already reaches it.",
         "- **P50/P90/P99**: percentiles (linear interpolation) of wall time across occurrences.",
         "- **source**: `file:line` of the user function (outside torch and installed packages) that issued "
         "the work; torch.profiler records the line where each Python function starts, so it is that "

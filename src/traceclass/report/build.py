@@ -7,7 +7,9 @@ import dataclasses
 import os
 from typing import Any, Mapping, Sequence
 
-from traceclass import __version__
+from traceclass import __version__, units
+from traceclass.analysis.achievable import stakes
+from traceclass.analysis.graph_replays import notes as graph_replay_notes
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
 from traceclass.facts.idle_causes import CAUSES
@@ -251,7 +253,7 @@ def _stages(analysis: Facts) -> tuple[StageRow, ...]:
 def _op_rows(analysis: Facts) -> tuple[OpRow, ...]:
     total = analysis.ops.total_ns
     out = []
-    for g in analysis.ops.groups:
+    for g, st in zip(analysis.ops.groups, stakes(analysis.ops.groups)):
         p = g.point
         out.append(
             OpRow(
@@ -283,9 +285,15 @@ def _op_rows(analysis: Facts) -> tuple[OpRow, ...]:
                 note=g.note,
                 top_kernels=g.top_kernels,
                 causal="causal" in g.note,
+                stake_ns=st.stake_ns if st else None,
+                stake_basis=st.basis if st else "",
+                stake_detail=st.detail if st else "",
             )
         )
     return tuple(out)
+
+
+_PATTERN_RULES = ("TC102",)  # pattern findings whose evidence ops are claimed as a whole
 
 
 CAUSE_INDEX = {c: k for k, c in enumerate(CAUSES)}
@@ -346,14 +354,19 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any 
         merged = tuple(sorted({f.code for f in group} - {top.code}))
         out.append(Opportunity(title=top.message, recoverable_ns=total, source=top.code, merged=merged,
                                idle_cause=cause))
-    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.gap_ns and o.gap_ns > 0]
-    gaps.sort(key=lambda o: -(o.gap_ns or 0))
+    # ops a pattern finding already claims (TC102: the whole unfused attention) do not come back
+    # as roofline items; roofline items count the achievable stake, not the datasheet gap
+    claimed = {n for f in real if f.code in _PATTERN_RULES for e in f.evidence for n in e.ops}
+    gaps = [o for o in ops if o.bound in (COMPUTE, MEMORY) and not o.heuristic and o.stake_ns and o.stake_ns > 0
+            and o.name not in claimed]
+    gaps.sort(key=lambda o: -(o.stake_ns or 0))
     for o in gaps[:3]:
         roof = "compute" if o.bound == COMPUTE else "memory-bandwidth"
         pct = f"{o.pct_of_roof:.0f}%" if o.pct_of_roof is not None else "?"
         group = _roofline_group(o.name, any(f.code == "TC401" for f in real))
-        items.append((group, Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof",
-                                         recoverable_ns=int(o.gap_ns or 0), source="roofline", names=(o.name,))))
+        items.append((group, Opportunity(title=f"{o.name} runs at {pct} of its {roof} roof; achievable "
+                                               f"{o.stake_basis}",
+                                         recoverable_ns=int(o.stake_ns or 0), source="roofline", names=(o.name,))))
     groups: dict[str, list[Opportunity]] = {}
     for g, opp in items:
         groups.setdefault(g, []).append(opp)
@@ -374,13 +387,19 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
     for idx, rd in sorted(analysis.devices.items()):
         if idx < 0:
             continue
-        if rd.spec is None:
+        if rd.spec is None and rd.how not in ("unknown", "--device override"):
+            label = f" ({rd.reported_name})" if rd.reported_name else ""
+            notes.append(f"device {idx}{label}: {rd.how}")
+        elif rd.spec is not None and rd.how.startswith(("identified", "deviceProperties")):
+            notes.append(f"device {idx} ({rd.reported_name or 'no name'}): {rd.how}")
+        elif rd.spec is None:
             label = f" ({rd.reported_name})" if rd.reported_name else ""
             notes.append(
                 f"device {idx}{label} is not in the hardware table or its name is ambiguous: "
                 "roofline labels for its work are omitted (pass --device NAME; traceclass devices "
                 "lists the known names)"
             )
+    notes += graph_replay_notes(trace, analysis.gpu_family_code, units.duration)
     if len(trace.gpu) == 0 and Captured.GPU in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
     occ = analysis.occurrences

@@ -103,7 +103,7 @@ class StageRow:
     max_ns: int
     warmup_p50_ns: float | None
     gpu_busy_ns: int | None
-    gpu_share_pct: float | None
+    gpu_share_pct: float | None  # GPU busy / span (range start to the later of its end and its last GPU work)
     dominant_bound: str  # by time of the work inside the stage; "" when nothing classified
     bound_shares_pct: dict[str, float]
     flops: float | None  # modeled FLOPs inside the steady-state occurrences
@@ -157,6 +157,11 @@ class OpRow:
     # time of this group inside each steady-state step, in time order (same basis as total_ns;
     # instances are counted in the step their owner op started in); () when not computed
     step_ns: tuple[int, ...] = ()
+    # achievable stake (analysis.achievable): time above the achievable ceiling, total over calls;
+    # None when the row has no roofline point. gap_ns stays as the datasheet gap.
+    stake_ns: int | None = None
+    stake_basis: str = ""  # "48% best sibling" / "80% documented (gemm)"
+    stake_detail: str = ""  # the sibling, or the documented fraction's source
 
 
 @dataclasses.dataclass(frozen=True)

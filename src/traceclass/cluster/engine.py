@@ -1,0 +1,202 @@
+"""Where the map step runs: local worker processes (standard library) or a Dask cluster.
+
+Only paths go to the workers and only summaries come back (a few KB to a few hundred KB per
+rank), never traces: the coordinator's memory follows the number of ranks times the summary size,
+not the trace sizes. Both engines call :func:`summarize_path` and return the summaries in input
+order, so their reports are equal.
+
+Local workers: ``--jobs N``, else min(cores, files, available memory / (peak RSS per trace)),
+the peak RSS per trace estimated as ``RSS_BASE_MB + RSS_PER_TRACE_MB`` x the largest file's size
+in MB (measured with ``benchmarks/bench_cluster.py``; gzip files are counted at
+``GZIP_RATIO`` x their size).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from traceclass.errors import TraceclassError, TraceFormatError
+
+#: peak RSS of one summarize call = base + per-MB x the uncompressed trace size: 55 MB for a
+#: 2.4 MB and 133 MB for a 14.1 MB generated rank trace (bench_cluster.py's generator, measured
+#: with ru_maxrss of a child process); large real traces need less per MB (1.7x, README "Speed
+#: and memory"), so this sizing errs on the safe side
+RSS_BASE_MB = 40.0
+RSS_PER_TRACE_MB = 7.0
+#: uncompressed / gzip size: 18.4-20.3 on the bundled gloo set; the upper end, to be safe
+GZIP_RATIO = 20.0
+SUMMARY_SUFFIX = ".tcsum.json"
+#: how long to try reaching a Dask scheduler
+CONNECT_TIMEOUT = "30s"
+
+
+def is_summary(path: str) -> bool:
+    return path.endswith(SUMMARY_SUFFIX)
+
+
+def summarize_path(path: str, config: Any = None, per_rank_dir: str | None = None) -> dict[str, Any]:
+    """The summary of one rank file (a trace, or a saved ``.tcsum.json``); errors come back as
+    ``{"error": "file: problem"}`` so one bad rank names itself instead of sinking the pool."""
+    try:
+        if is_summary(path):
+            return load_summary(path)
+        from traceclass.cluster.summary import summarize
+        from traceclass.engine import run
+        from traceclass.ingest import load
+
+        trace = load(path)
+        analysis, report = run(trace, config)
+        out = summarize(trace, analysis, report)
+        if per_rank_dir:
+            from traceclass.render.markdown import render as render_md
+
+            name = os.path.basename(path)
+            for ext in (".gz", ".json", ".sqlite"):
+                name = name[: -len(ext)] if name.endswith(ext) else name
+            top_n = config.analysis.top_n if config is not None else 15
+            _write_atomic(os.path.join(per_rank_dir, f"{name}.md"), render_md(report, top_n))
+        return out
+    except TraceclassError as exc:
+        return {"error": str(exc), "file": os.path.basename(path)}
+    except (OSError, ValueError, MemoryError) as exc:
+        return {"error": f"{path}: {type(exc).__name__}: {exc}", "file": os.path.basename(path)}
+
+
+def compact(summary: dict[str, Any]) -> dict[str, Any]:
+    """The coordinator's copy of a summary: integer columns as int64 arrays, strings interned
+    (about 5x smaller than the decoded JSON lists: 1,000 ranks stay within a few MB)."""
+    if "error" in summary:
+        return summary
+    out = dict(summary)
+    for part in ("collectives", "steps"):
+        cols = {}
+        for k, v in summary.get(part, {}).items():
+            if v and isinstance(v[0], str):
+                cols[k] = [sys.intern(x) for x in v]
+            else:
+                try:
+                    cols[k] = np.asarray(v, dtype=np.int64)
+                except (TypeError, ValueError, OverflowError):
+                    cols[k] = v
+        out[part] = cols
+    return out
+
+
+def load_summary(path: str) -> dict[str, Any]:
+    from traceclass.cluster.summary import SCHEMA
+
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(path, f"not a readable summary ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise TraceFormatError(path, f"not a traceclass summary (expected schema {SCHEMA})")
+    return data
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def estimated_rss_mb(path: str) -> float:
+    size = os.path.getsize(path) / 1e6
+    if path.endswith(".gz"):
+        size *= GZIP_RATIO
+    return RSS_BASE_MB + RSS_PER_TRACE_MB * size
+
+
+def available_memory_mb() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def local_workers(paths: Sequence[str], jobs: int | None = None) -> int:
+    if jobs:
+        return max(1, min(jobs, len(paths)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = min(cores, len(paths))
+    avail = available_memory_mb()
+    traces = [p for p in paths if not is_summary(p)]
+    if avail and traces:
+        need = max(estimated_rss_mb(p) for p in traces)
+        n = min(n, max(1, int(avail // need)))
+    return max(1, n)
+
+
+def run_local(paths: Sequence[str], config: Any = None, jobs: int | None = None, per_rank_dir: str | None = None,
+              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    n = local_workers(paths, jobs)
+    if n == 1 or len(paths) == 1:
+        out = []
+        for k, p in enumerate(paths):
+            out.append(compact(summarize_path(p, config, per_rank_dir)))
+            if progress:
+                progress(k + 1, len(paths))
+        return out
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    results: list[dict[str, Any] | None] = [None] * len(paths)
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+        futs = {pool.submit(summarize_path, p, config, per_rank_dir): k for k, p in enumerate(paths)}
+        for done, fut in enumerate(cf.as_completed(futs), 1):
+            # drop our reference at once: a finished Future keeps its (uncompacted) result
+            results[futs.pop(fut)] = compact(fut.result())
+            del fut
+            if progress:
+                progress(done, len(paths))
+    return results  # type: ignore[return-value]
+
+
+def run_dask(paths: Sequence[str], config: Any = None, address: str | None = None, scheduler_file: str | None = None,
+             per_rank_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Summaries computed on a Dask cluster: one task per path (workers read a shared filesystem).
+    Returns (summaries, notes)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise TraceclassError("--scheduler needs Dask: pip install 'traceclass[dask]'") from None
+    notes = []
+    try:
+        client = Client(address=address, scheduler_file=scheduler_file, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise TraceclassError(f"cannot reach the Dask scheduler {address or scheduler_file}: {exc}") from None
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        limits = [w.get("memory_limit") or 0 for w in workers.values()]
+        traces = [p for p in paths if not is_summary(p)]
+        if traces and limits and min(limits) > 0:
+            need = max(estimated_rss_mb(p) for p in traces) * 1e6
+            if need > min(limits):
+                notes.append(f"the largest trace needs about {need / 1e9:.1f} GB per task; the smallest Dask worker "
+                             f"allows {min(limits) / 1e9:.1f} GB")
+        paths = [os.path.abspath(p) for p in paths]
+        from distributed import as_completed
+
+        futs = client.map(summarize_path, paths, config=config, per_rank_dir=per_rank_dir, pure=False)
+        index = {f.key: k for k, f in enumerate(futs)}
+        results: list[dict[str, Any] | None] = [None] * len(futs)
+        for fut in as_completed(futs):  # compact each summary as it arrives
+            results[index[fut.key]] = compact(fut.result())
+            fut.release()
+    finally:
+        client.close()
+    return list(results), notes
