@@ -11,6 +11,7 @@ from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
 from traceclass.ingest import FORMATS
 from traceclass.render.renderers import RENDERERS
+from traceclass.timings import stage
 
 COMMAND = "analyze"
 HELP = "analyze a trace and print the bottleneck report"
@@ -65,7 +66,8 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
     bar = ProgressBar(path)
     try:
-        trace = load(path, progress=bar, fmt=input_format)
+        with stage("read"):
+            trace = load(path, progress=bar, fmt=input_format)
         if cfg.analysis.sample_rate_hz is not None:
             from traceclass.ingest.sampled import with_sample_rate
 
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     trace, analysis, report = load_and_report(args.trace, cfg, args.source_root, args.input_format)
     if getattr(args, "graph_capture", None):
         report = _with_capture(trace, report, args.graph_capture)
-    out = chosen.render(report, cfg.analysis.top_n)
+    with stage("render"):
+        out = chosen.render(report, cfg.analysis.top_n)
     if args.plot:
         from traceclass.render.plot import roofline_png
 
