@@ -1,18 +1,33 @@
-"""End-to-end speed and memory of `traceclass analyze` on a large Kineto GPU trace.
+"""Speed and memory of `traceclass analyze` against `json.load`, on real Kineto traces.
 
-    .venv/bin/python benchmarks/bench_kineto.py [--size-mb 500] [--source FILE] [--keep DIR]
+    .venv/bin/python benchmarks/bench_kineto.py [--size-mb 500] [--repeat 3] [--sources v100,cpu]
+                                                [--stages] [--keep DIR]
+    .venv/bin/python benchmarks/bench_kineto.py --stream-gb 10 [--gzip]   # larger than memory
 
-Builds a realistic trace of about ``--size-mb`` MB (uncompressed JSON) by replicating the
-events of a real corpus trace (default: the V100 ResNet training trace, 5 steps, ns
-timestamps): each copy is shifted past the previous one in time and gets fresh External ids,
-correlation ids and step numbers, so linking and stages work as on a real long run. Then, in
-separate child processes (so peak RSS is clean), it measures:
+Sources (``--sources``, default all): the corpus V100 (ResNet training, ns timestamps), H100
+(TimeSformer inference), MI300X (ResNet training with activation checkpointing) and B200
+(eager) GPU traces, and a CPU-only trace. Each is measured at its own size (gunzipped) and
+replicated to about ``--size-mb`` MB: every copy is shifted past the previous one in time (by a
+whole number of microseconds, in exact decimal arithmetic, so timestamps keep their digits) and
+gets fresh External ids, correlation ids, flow ids and step numbers, so linking and stages
+work as on a long run.
 
-* ``json.load`` of the file (the baseline the targets are stated against),
-* ``traceclass analyze FILE -o /dev/null`` (load + analyze + rules + markdown).
+Each measurement runs in a fresh child process (so peak RSS is its own), ``--repeat`` times,
+alternating which of the two goes first:
 
-and prints wall time, peak RSS and the ratios: targets are analyze <= 1.0x json.load time and
-peak RSS <= 2x the file size.
+* ``json.load`` of the uncompressed file: wall time of the call, peak RSS;
+* ``traceclass analyze FILE -o /dev/null`` (imports, read, link, analyses, every rule,
+  markdown): wall time from before the CLI import to exit, peak RSS, and the stage times it
+  prints with ``TRACECLASS_TIMINGS=1``.
+
+The table shows best and median wall seconds, the ratio of the medians (target <= 0.5x), the
+same ratio in CPU seconds (user + sys of the process: steadier on a shared machine), peak RSS
+over file size, and the RSS above what analyzing the smallest bundled sample needs, over file
+size (target <= 2x). ``--stages`` adds the median time of every stage per source. HTA and
+TraceLens run on the same files when importable, else the table says "not installed".
+
+``--stream-gb N`` instead writes one N GB trace (V100 copies; ``--gzip`` compresses it on
+the fly) and measures analyze's time and peak RSS on it once (json.load cannot hold it).
 """
 
 from __future__ import annotations
@@ -21,121 +36,324 @@ import argparse
 import gzip
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import msgspec
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = HERE.parent.parent / "shared" / "corpus" / "torch" / "gpu" / "v100_ns_resolution.json.gz"
+ROOT = HERE.parent
+CORPUS = ROOT.parent / "shared" / "corpus" / "torch"
+SOURCES = {
+    "v100": CORPUS / "gpu" / "v100_ns_resolution.json.gz",
+    "h100": CORPUS / "gpu" / "h100_timesformer_inference.json.gz",
+    "mi300x": CORPUS / "gpu" / "mi300x_resnet_act_checkpoint_train.json.gz",
+    "b200": CORPUS / "gpu" / "b200_eager.json.gz",
+    "cpu": CORPUS / "cpu" / "mixed_stack.step6.pt.trace.json.gz",
+}
+SMALLEST_SAMPLE = ROOT / "sample_traces" / "torch_cuda-event-sync_a100.json.gz"
+_ID_KEYS = ("External id", "correlation", "Ev Idx", "Python id", "Python parent id")
 
 
-def build(source: Path, target_mb: int, out: Path) -> tuple[int, int]:
+def _load(source: Path) -> dict[str, Any]:
+    """The trace with every non-integer number as a Decimal: shifting epoch-us timestamps as
+    floats would round away their ns digits and make children outlive their parents."""
     with gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb") as fh:
-        trace = json.load(fh)
+        return json.loads(fh.read(), parse_float=Decimal)
+
+
+_ENC = msgspec.json.Encoder(decimal_format="number")
+_NUMBER = (int, float, Decimal)
+
+
+def replicate(trace: dict[str, Any], copies: int, write: Callable[[bytes], Any]) -> int:
+    """Write ``trace`` with its events repeated ``copies`` times, each copy later in time and
+    with fresh ids; returns the number of events written."""
     events = trace["traceEvents"]
-    timed = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") == "X"]
+    timed = [e for e in events if isinstance(e.get("ts"), _NUMBER) and e.get("ph") != "M"]
     t0 = min(e["ts"] for e in timed)
-    t1 = max(e["ts"] + e.get("dur", 0) for e in timed)
-    span = (t1 - t0) + 1000.0
-    max_id = 0
+    t1 = max(e["ts"] + (e.get("dur") or 0) for e in timed)
+    span = int(t1 - t0) + 1000  # whole us: shifted texts keep their digits
+    max_id = 1
     for e in events:
         a = e.get("args") or {}
-        for k in ("External id", "correlation"):
+        for k in _ID_KEYS:
             if isinstance(a.get(k), int):
                 max_id = max(max_id, a[k])
         if isinstance(e.get("id"), int):
             max_id = max(max_id, e["id"])
-    one = len(json.dumps(events, indent=1))
-    copies = max(1, int(target_mb * 1e6 // one))
     head = {k: v for k, v in trace.items() if k != "traceEvents"}
-    n_events = 0
-    with open(out, "w") as fh:
-        fh.write(json.dumps(head, indent=1)[:-2] + ',\n "traceEvents": [\n')
-        first = True
-        for c in range(copies):
-            shift = c * span
-            id_shift = c * (max_id + 1)
-            for e in events:
-                if c and e.get("ph") == "M":
-                    continue
-                e2 = dict(e)
-                if isinstance(e2.get("ts"), (int, float)):
-                    e2["ts"] = round(e2["ts"] + shift, 3)
+    enc = _ENC
+    write(enc.encode(head)[:-1] + (b"," if head else b"") + b'\n"traceEvents":[\n')
+    n = 0
+    for c in range(copies):
+        shift, id_shift = c * span, c * (max_id + 1)
+        out = []
+        for e in events:
+            if c and e.get("ph") == "M":
+                continue
+            e2 = dict(e)
+            if c:
+                ts = e2.get("ts")
+                if isinstance(ts, _NUMBER):
+                    e2["ts"] = ts + shift
                 if isinstance(e2.get("id"), int):
-                    e2["id"] = e2["id"] + id_shift
+                    e2["id"] += id_shift
                 a = e2.get("args")
                 if isinstance(a, dict):
                     a = dict(a)
-                    for k in ("External id", "correlation"):
+                    for k in _ID_KEYS:
                         if isinstance(a.get(k), int) and a[k] > 0:
-                            a[k] = a[k] + id_shift
+                            a[k] += id_shift
                     e2["args"] = a
-                if isinstance(e2.get("name"), str) and e2["name"].startswith("ProfilerStep#"):
-                    e2["name"] = f"ProfilerStep#{int(e2['name'][13:]) + c * 100}"
-                fh.write(("" if first else ",\n") + json.dumps(e2, indent=1))
-                first = False
-                n_events += 1
-        fh.write("\n]}\n")
-    return copies, n_events
+                name = e2.get("name")
+                if isinstance(name, str) and name.startswith("ProfilerStep#") and name[13:].isdigit():
+                    e2["name"] = f"ProfilerStep#{int(name[13:]) + c * 1000}"
+            out.append(e2)
+        chunk = b",\n".join(enc.encode(e) for e in out)
+        write((b",\n" if c else b"") + chunk)
+        n += len(out)
+    write(b"\n]}\n")
+    return n
 
 
-_JSON_LOAD = """
-import json, resource, sys, time
-t = time.perf_counter()
-with open(sys.argv[1], "rb") as fh:
-    d = json.load(fh)
-dt = time.perf_counter() - t
-print(dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+def build(source: Path, target_mb: float | None, out: Path, compress: bool = False) -> tuple[int, int]:
+    """(copies, events) of ``source`` written to ``out``: one copy when ``target_mb`` is None."""
+    trace = _load(source)
+    if target_mb is None:
+        copies = 1
+    else:
+        one = sum(len(_ENC.encode(e)) + 2 for e in trace["traceEvents"])
+        copies = max(1, round(target_mb * 1e6 / one))
+    with (gzip.open(out, "wb", compresslevel=1) if compress else open(out, "wb")) as fh:
+        n = replicate(trace, copies, fh.write)
+    return copies, n
+
+
+# peak RSS from VmHWM: ru_maxrss survives exec, so a child forked from this (large) process
+# would report the parent's size
+_PEAK = """
+def _peak():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
 """
 
+_JSON_LOAD = """
+import json, sys, time
+_PEAK_
+t, c = time.perf_counter(), time.process_time()
+with open(sys.argv[1], "rb") as fh:
+    d = json.load(fh)
+print(time.perf_counter() - t, time.process_time() - c, _peak())
+"""
 
-def measure(cmd: list[str]) -> tuple[float, int, str]:
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
+_ANALYZE = """
+import sys, time
+_PEAK_
+t, c = time.perf_counter(), time.process_time()
+from traceclass.cli import main
+rc = main(['analyze', sys.argv[1], '-o', '/dev/null'])
+print(time.perf_counter() - t, time.process_time() - c, _peak())
+sys.exit(rc)
+"""
+
+_HTA = """
+import os, shutil, sys, tempfile, time
+_PEAK_
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, "rank0.json"))
+a = TraceAnalysis(trace_dir=d)
+a.get_temporal_breakdown(visualize=False)
+a.get_idle_time_breakdown(visualize=False)
+shutil.rmtree(d)
+print(time.perf_counter() - t, time.process_time(), _peak())
+"""
+
+_TRACELENS = """
+import sys, time
+_PEAK_
+t = time.perf_counter()
+from TraceLens import TreePerfAnalyzer
+a = TreePerfAnalyzer.from_file(sys.argv[1])
+a.get_df_gpu_timeline()
+print(time.perf_counter() - t, time.process_time(), _peak())
+"""
+
+_JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_JSON_LOAD, _ANALYZE, _HTA, _TRACELENS))
+
+PEERS = {"HTA": ("hta", _HTA), "TraceLens": ("TraceLens", _TRACELENS)}
+
+
+def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, int, dict[str, float]]:
+    """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
+    env = dict(os.environ)
+    # as an installed package runs: with compiled bytecode (this sandbox sets the variable,
+    # which makes every run recompile all of traceclass, ~0.25 s)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if timings:
+        env["TRACECLASS_TIMINGS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return wall, rss, proc.stdout
+        raise RuntimeError(f"failed ({proc.returncode}) on {path.name}: {proc.stderr.strip()[-400:]}")
+    secs, cpu, rss = proc.stdout.split()[-3:]
+    stages: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith("timing "):
+            name, val, _, mb = line[7:].rsplit(" ", 3)
+            stages[name] = stages.get(name, 0.0) + float(val)
+            stages["peak MB after " + name] = float(mb)
+    return float(secs), float(cpu), int(rss), stages
+
+
+def importable(module: str) -> bool:
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+    return proc.returncode == 0
+
+
+def _med(xs: Iterable[float]) -> float:
+    return statistics.median(list(xs))
+
+
+def bench(path: Path, repeat: int, peers: dict[str, str]) -> dict[str, Any]:
+    jl: list[tuple[float, float, int, dict[str, float]]] = []
+    an: list[tuple[float, float, int, dict[str, float]]] = []
+    for r in range(repeat):
+        order = ("json", "analyze") if r % 2 == 0 else ("analyze", "json")
+        for what in order:
+            if what == "json":
+                jl.append(child(_JSON_LOAD, path))
+            else:
+                an.append(child(_ANALYZE, path, timings=True))
+    stage_names = list(an[0][3])
+    res: dict[str, Any] = {
+        "json": [x[0] for x in jl], "json_cpu": [x[1] for x in jl], "json_rss": max(x[2] for x in jl),
+        "analyze": [x[0] for x in an], "analyze_cpu": [x[1] for x in an], "analyze_rss": max(x[2] for x in an),
+        "stages": {s: _med(a[3].get(s, 0.0) for a in an) for s in stage_names},
+        "peers": {},
+    }
+    for name, code in peers.items():
+        try:
+            t, _, rss, _ = child(code, path)
+            res["peers"][name] = f"{t:.2f} s ({t / _med(res['analyze']):.1f}x traceclass)"
+        except RuntimeError as exc:
+            res["peers"][name] = f"failed: {str(exc)[-120:]}"
+    return res
+
+
+def _stream(args: argparse.Namespace, tmp: Path) -> None:
+    path = tmp / ("stream_trace.json.gz" if args.gzip else "stream_trace.json")
+    t = time.perf_counter()
+    trace = _load(SOURCES["v100"])
+    one = sum(len(_ENC.encode(e)) + 2 for e in trace["traceEvents"])
+    copies = max(1, round(args.stream_gb * 1e9 / one))
+    raw = 0
+
+    def count(b: bytes) -> None:
+        nonlocal raw
+        raw += len(b)
+        fh.write(b)
+
+    with (gzip.open(path, "wb", compresslevel=1) if args.gzip else open(path, "wb")) as fh:
+        n = replicate(trace, copies, count)
+    del trace
+    print(f"built {path.name}: {raw / 1e9:.2f} GB uncompressed ({path.stat().st_size / 1e9:.2f} GB on disk), "
+          f"{n:,} events, {copies} copies of {SOURCES['v100'].name}, in {time.perf_counter() - t:.0f} s", flush=True)
+    secs, cpu, rss, stages = child(_ANALYZE, path, timings=True)
+    print(f"traceclass analyze: {secs:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss / 1e9:.2f} GB ({rss / raw:.2f}x the uncompressed "
+          f"size; target <= 4 GB for 10 GB)")
+    print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if not k.startswith("peak")))
+    print("peak RSS (MB) after: " + ", ".join(f"{k[14:]} {v:.0f}" for k, v in stages.items()
+                                             if k.startswith("peak MB after ") and not k.startswith("peak MB after rule ")))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=int, default=500)
-    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--keep", type=Path, help="directory to keep the generated trace in")
+    ap.add_argument("--size-mb", type=float, default=500, help="replicated size per source (MB; 0: skip)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated, of {','.join(SOURCES)}")
+    ap.add_argument("--stages", action="store_true", help="print the median time of every stage")
+    ap.add_argument("--keep", type=Path, help="directory to write the generated traces in (kept)")
+    ap.add_argument("--stream-gb", type=float, help="generate one trace of this many GB and analyze it")
+    ap.add_argument("--gzip", action="store_true", help="with --stream-gb: write it gzip-compressed")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(dir=args.keep)) if args.keep else Path(tempfile.mkdtemp())
-    path = tmp / "bench_trace.json"
-    t = time.perf_counter()
-    copies, n = build(args.source, args.size_mb, path)
-    size = path.stat().st_size
-    print(f"built {path} ({size / 1e6:.0f} MB, {n:,} events, {copies} copies of {args.source.name}) "
-          f"in {time.perf_counter() - t:.1f} s", flush=True)
-    # json.load first, in its own child; ru_maxrss of children is a running maximum, so the
-    # analyze child runs second and its peak is read from its own report
-    jl_wall, jl_rss, out = measure([sys.executable, "-c", _JSON_LOAD, str(path)])
-    jl_time = float(out.split()[0])
-    jl_rss = int(out.split()[1])
-    cmd = [sys.executable, "-c",
-           "import resource, sys, time; from traceclass.cli import main; t=time.perf_counter(); "
-           "rc=main(['analyze', sys.argv[1], '-o', '/dev/null']); "
-           "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024); sys.exit(rc)",
-           str(path)]
-    an_wall, _, out = measure(cmd)
-    an_time = float(out.split()[0])
-    an_rss = int(out.split()[1])
-    print(f"json.load:          {jl_time:6.2f} s   peak RSS {jl_rss / 1e6:7.0f} MB ({jl_rss / size:.2f}x file)")
-    print(f"traceclass analyze: {an_time:6.2f} s   peak RSS {an_rss / 1e6:7.0f} MB ({an_rss / size:.2f}x file)"
-          f"   [process wall incl. interpreter start {an_wall:.2f} s]")
-    print(f"ratio analyze/json.load time: {an_time / jl_time:.2f}x (target <= 1.0x); "
-          f"RSS/file: {an_rss / size:.2f}x (target <= 2x)")
-    if not args.keep:
-        os.unlink(path)
-        os.rmdir(tmp)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=args.keep))
+    try:
+        if args.stream_gb:
+            _stream(args, tmp)
+            return
+        load = os.getloadavg()
+        print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+              f"(1/5/15 min) at start", flush=True)
+        peers = {}
+        for name, (module, code) in PEERS.items():
+            if importable(module):
+                peers[name] = code
+            else:
+                print(f"{name}: not installed")
+        smallest = [child(_ANALYZE, SMALLEST_SAMPLE) for _ in range(3)]
+        base_rss = min(x[2] for x in smallest)
+        print(f"smallest sample: analyze wall {min(x[0] for x in smallest):.2f} s best / "
+              f"{_med(x[0] for x in smallest):.2f} s median, CPU {_med(x[1] for x in smallest):.2f} s median "
+              f"(target <= 0.4 s wall)")
+        print(f"baseline: peak RSS analyzing the smallest sample ({SMALLEST_SAMPLE.name}) "
+              f"{base_rss / 1e6:.0f} MB", flush=True)
+        rows = []
+        for key in args.sources.split(","):
+            src = SOURCES[key]
+            for target in (None, args.size_mb or None) if args.size_mb else (None,):
+                path = tmp / f"{key}{'' if target is None else f'_x{int(target)}mb'}.json"
+                copies, n = build(src, target, path)
+                size = path.stat().st_size
+                res = bench(path, args.repeat, peers)
+                rows.append((key, size, copies, n, res))
+                jm, am = _med(res["json"]), _med(res["analyze"])
+                print(f"{key:7s} {size / 1e6:7.1f} MB  {n:>10,} events ({copies} cop{'y' if copies == 1 else 'ies'})"
+                      f"  analyze {min(res['analyze']):6.2f}/{am:6.2f} s  json.load {min(res['json']):6.2f}/"
+                      f"{jm:6.2f} s  ratio {am / jm:4.2f}x (CPU {_med(res['analyze_cpu']) / _med(res['json_cpu']):4.2f}x)  peak RSS {res['analyze_rss'] / size:5.2f}x file  "
+                      f"above baseline {(res['analyze_rss'] - base_rss) / size:5.2f}x file  "
+                      f"(json.load {res['json_rss'] / size:4.2f}x)", flush=True)
+                if args.stages:
+                    st = res["stages"]
+                    rules = sum(v for k, v in st.items() if k.startswith("rule "))
+                    other = am - sum(st.get(k, 0.0) for k in ("read", "analyses", "report", "render")) - rules
+                    print("        stages (median s): imports+startup ~" + f"{other:.2f}, " + ", ".join(
+                        f"{k} {v:.3f}" for k, v in st.items() if v >= 0.0005 and not k.startswith("peak")), flush=True)
+                    print("        peak RSS (MB) after: " + ", ".join(
+                        f"{k[14:]} {v:.0f}" for k, v in st.items() if k.startswith("peak MB after ")
+                        and not k.startswith("peak MB after rule ")), flush=True)
+                path.unlink()
+        print()
+        print(f"| source | size MB | events | analyze s (best / median) | json.load s (best / median) "
+              f"| ratio (medians) | CPU ratio (medians) | peak RSS / file | RSS above baseline / file | json.load RSS / file |"
+              + "".join(f" {p} |" for p in PEERS))
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---|" * len(PEERS))
+        for key, size, copies, n, res in rows:
+            jm, am = _med(res["json"]), _med(res["analyze"])
+            label = key if copies == 1 else f"{key} x{copies}"
+            peer_cells = "".join(f" {res['peers'].get(p, 'not installed')} |" for p in PEERS)
+            print(f"| {label} | {size / 1e6:.1f} | {n:,} | {min(res['analyze']):.2f} / {am:.2f} | "
+                  f"{min(res['json']):.2f} / {jm:.2f} | {am / jm:.2f}x | "
+                  f"{_med(res['analyze_cpu']) / _med(res['json_cpu']):.2f}x | {res['analyze_rss'] / size:.2f}x | "
+                  f"{(res['analyze_rss'] - base_rss) / size:.2f}x | {res['json_rss'] / size:.2f}x |{peer_cells}")
+        load = os.getloadavg()
+        print(f"\nload average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; repeats: {args.repeat}")
+    finally:
+        if not args.keep:
+            for p in tmp.iterdir():
+                p.unlink()
+            tmp.rmdir()
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def _gpu_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[d
                 # idle attribution (a sync or host phase inside the window belongs to its own rule)
                 recoverable=min(int(np.maximum(run.gaps_ns - floor, 0).sum()), int(lo)),
                 ops=labels.name_counts(trace, op_codes),
-                source=labels.common_source(trace, api.pid[a], api.tid[a], api.start_ns[a]),
+                points=(api.pid[a], api.tid[a], api.start_ns[a]),
             ))
     return out
 
@@ -186,7 +186,7 @@ def _host_storms(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps) -> list[
             step=int(st.at(ops.start_ns[rows[:1]])[0]), items=ops.name[rows], kernels=0, memsets=0,
             recoverable=max(run.window_ns - len(rows) * floor, 0),
             ops=labels.name_counts(trace, ops.name[rows]),
-            source=labels.common_source(trace, ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
+            points=(ops.pid[rows], ops.tid[rows], ops.start_ns[rows]),
         ))
     return out
 
@@ -207,8 +207,6 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
         return None
     host = group[0]["device"] < 0
     lo, hi = int(th["min_sequence_kernels_count"]), int(th["max_sequence_kernels_count"])
-    for s in group:
-        s["sequences"] = [([trace.strings[c] for c in gram], n) for gram, n in short_runs.top_sequences(s["items"], lo, hi)]
     window = sum(s["run"].window_ns for s in steady)
     busy = sum(s["run"].busy_ns for s in steady)
     items = sum(len(s["run"].rows) for s in steady)
@@ -251,6 +249,10 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, where: str, 
     warm = [s for s in group if not s["steady"]]
     evidence = []
     for s in sorted(group, key=lambda s: (not s["steady"], -s["run"].idle_ns))[:MAX_EVIDENCE]:
+        # per-storm sequences and sources only for the storms shown: a long trace has thousands
+        s["sequences"] = [([trace.strings[c] for c in gram], n)
+                          for gram, n in short_runs.top_sequences(s["items"], lo, hi)]
+        s["source"] = labels.common_source(trace, *s["points"])
         run = s["run"]
         label = "warm-up step" if s["step"] >= 0 and st.warmup[s["step"]] else ("outside steps" if s["step"] < 0 else "")
         evidence.append(Evidence(

@@ -112,8 +112,9 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
+        index = _WindowIndex(trace, dev, ev, ctx.idle)
         for w in windows:
-            _explain(ctx, th, w, gaps, causes, ev)
+            _explain(ctx, th, w, gaps, causes, ev, index)
         yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
 
 
@@ -152,8 +153,47 @@ def _windows(th: Mapping[str, Any], st: fsteps.Steps, gaps: fgaps.Gaps, analysed
     return out
 
 
+class _WindowIndex:
+    """A device's GPU rows by start time and its waits by wait time, so each window finds its
+    own by binary search instead of scanning the whole trace (windows grow with the trace too)."""
+
+    def __init__(self, trace: Any, device: int, ev: fsyncs.SyncEvents, seg: Any) -> None:
+        rows = fgaps.device_rows(trace, device)
+        order = np.argsort(trace.gpu.start_ns[rows], kind="stable")
+        self.rows = rows[order]
+        self.starts = trace.gpu.start_ns[self.rows]
+        waits = np.flatnonzero(ev.device == device)
+        order = np.argsort(ev.wait_ns[waits], kind="stable")
+        self.waits = waits[order]
+        self.wait_ns = ev.wait_ns[self.waits]
+        self.end_ns = ev.end_ns[self.waits]
+        self.longest = int((self.end_ns - self.wait_ns).max()) if len(self.waits) else 0
+        segs = np.flatnonzero(seg.device == device)
+        self.segs = segs[np.argsort(seg.start_ns[segs], kind="stable")]
+        self.seg_start = seg.start_ns[self.segs]
+        self.seg_end = seg.end_ns[self.segs]
+        self.seg_longest = int((self.seg_end - self.seg_start).max()) if len(self.segs) else 0
+        self.launch = seg.intervals(ic.LAUNCH_OVERHEAD, device)  # the same for every window
+
+    def gpu_rows(self, s: int, e: int) -> np.ndarray:
+        """Rows starting in [s, e), in start order."""
+        return self.rows[np.searchsorted(self.starts, s, side="left"):np.searchsorted(self.starts, e, side="left")]
+
+    def waits_in(self, s: int, e: int) -> np.ndarray:
+        """Waits overlapping (s, e): wait_ns < e and end_ns > s, in row order."""
+        lo = int(np.searchsorted(self.wait_ns, s - self.longest, side="left"))
+        hi = int(np.searchsorted(self.wait_ns, e, side="left"))
+        return np.sort(self.waits[lo:hi][self.end_ns[lo:hi] > s])
+
+    def segments_in(self, s: int, e: int) -> np.ndarray:
+        """Idle-cause segments overlapping (s, e): start < e and end > s."""
+        lo = int(np.searchsorted(self.seg_start, s - self.seg_longest, side="left"))
+        hi = int(np.searchsorted(self.seg_start, e, side="left"))
+        return np.sort(self.segs[lo:hi][self.seg_end[lo:hi] > s])
+
+
 def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps.Gaps, causes: gap_causes.GapCauses,
-             ev: fsyncs.SyncEvents) -> None:
+             ev: fsyncs.SyncEvents, index: _WindowIndex) -> None:
     trace = ctx.trace
     gpu = trace.gpu
     s, e = w["start"], w["end"]
@@ -164,7 +204,7 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps
     # idle by cause from the shared attribution (one cause per stretch), clipped to the window;
     # idle the attribution does not cover (warm-up steps) is counted as no-gpu-work
     seg = ctx.idle
-    on = np.flatnonzero((seg.device == gaps.device) & (seg.end_ns > s) & (seg.start_ns < e))
+    on = index.segments_in(s, e)
     part = np.minimum(seg.end_ns[on], e) - np.maximum(seg.start_ns[on], s)
     by_cause = np.bincount(seg.cause[on], weights=part.astype(np.float64),
                            minlength=len(ic.CAUSES)).astype(np.int64)
@@ -180,12 +220,11 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps
     both = is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])
     g0 = np.maximum(gaps.start_ns[lo:hi], s)[both]
     g1 = np.minimum(gaps.end_ns[lo:hi], e)[both]
-    between_short = int(tl.overlap_each(g0, np.maximum(g1, g0), seg.intervals(ic.LAUNCH_OVERHEAD, gaps.device)).sum())
-    rows = fgaps.device_rows(trace, gaps.device)
-    rows = rows[(gpu.start_ns[rows] >= s) & (gpu.start_ns[rows] < e)]
+    between_short = int(tl.overlap_each(g0, np.maximum(g1, g0), index.launch).sum())
+    rows = index.gpu_rows(s, e)
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]
-    waits = np.flatnonzero((ev.device == gaps.device) & (ev.wait_ns < e) & (ev.end_ns > s))
+    waits = index.waits_in(s, e)
     w.update(idle=idle, sites=_sites(ctx, gaps.next_row[lo:hi], clipped), by_cause={**dict(zip(ic.CAUSES, by_cause.tolist())), NO_WORK: outside},
              between_short=between_short, kernels=len(kern), short=len(short),
              waits=Counter(ev.call_counts(waits)), wait_events=len(waits),

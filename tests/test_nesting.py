@@ -49,3 +49,32 @@ def test_ancestors_until():
     parent = np.array([-1, 0, 1, 2])
     accept = np.array([True, False, True, False])
     assert ancestors_until(parent, np.array([3, 1, 0]), accept).tolist() == [2, 0, 0]
+
+
+def test_containment_index_reused_matches_brute_force():
+    """One ContainmentIndex answers many queries as a fresh innermost_containing would."""
+    import numpy as np
+
+    from traceclass.model.nesting import ContainmentIndex
+
+    rng = np.random.default_rng(7)
+    # nested intervals on 3 threads: [s, s+100), children inside
+    rows = []
+    for th in range(3):
+        for k in range(20):
+            s = k * 1000
+            rows.append((1, th, s, s + 900, 0))
+            rows.append((1, th, s + 100, s + 500, 1))
+    pid, tid, start, end, depth = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    index = ContainmentIndex(pid, tid, start, end, depth)
+    for _ in range(5):
+        q_tid = rng.integers(0, 4, 50)  # thread 3 has no intervals
+        q_t = rng.integers(0, 21000, 50)
+        got = index.query(np.ones(50, dtype=np.int64), q_tid, q_t)
+        for g, qt, t in zip(got.tolist(), q_tid.tolist(), q_t.tolist()):
+            inside = [i for i in range(len(rows)) if tid[i] == qt and start[i] <= t <= end[i]]
+            want = max(inside, key=lambda i: depth[i]) if inside else -1
+            assert g == want
+    empty = np.zeros(0, dtype=np.int64)
+    assert ContainmentIndex(empty, empty, empty, empty, empty).query(
+        np.array([1]), np.array([1]), np.array([5])).tolist() == [-1]

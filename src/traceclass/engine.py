@@ -18,6 +18,7 @@ from traceclass.registry import LoadedRule, selected
 from traceclass.report.build import build_report
 from traceclass.report.model import Report
 from traceclass.rule import MAX_EVIDENCE, SEVERITIES, Context, Finding, Severity, lacks
+from traceclass.timings import stage
 
 
 def check_rule(rule: LoadedRule, ctx: Context, th: Mapping[str, Any]) -> list[Finding]:
@@ -51,7 +52,8 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
             continue
         th = MappingProxyType(dict(config.rules.get(info.code, {})))
         try:
-            findings += check_rule(rule, ctx, th)
+            with stage(f"rule {info.code}"):
+                findings += check_rule(rule, ctx, th)
         except Exception as exc:  # noqa: BLE001 - one failing rule must not sink the report
             if strict:
                 raise
@@ -68,10 +70,13 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
 
 def run(trace: Trace, config: Config | None = None, strict: bool = False) -> tuple[Analysis, Report]:
     cfg = config or load_config()
-    analysis = analyze(trace, cfg.analysis)
+    with stage("analyses"):
+        analysis = analyze(trace, cfg.analysis)
     skipped: list[str] = []
     findings, errors = run_rules(trace, analysis, cfg, strict=strict, skipped=skipped)
-    return analysis, build_report(trace, analysis, findings, cfg, errors, skipped)
+    with stage("report"):
+        report = build_report(trace, analysis, findings, cfg, errors, skipped)
+    return analysis, report
 
 
 __all__: Sequence[str] = ("run", "run_rules", "check_rule")

@@ -7,10 +7,11 @@ from typing import Iterable
 
 import numpy as np
 
-from traceclass.model.names import cut
+from traceclass.analysis.per_trace import per_trace
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import AnnotationKind, Trace
-from traceclass.model.nesting import innermost_containing
+from traceclass.model.names import cut
+from traceclass.model.nesting import ContainmentIndex
 
 _STAGE_KINDS = np.array([int(k) for k in (AnnotationKind.USER, AnnotationKind.DATALOADER, AnnotationKind.OPTIMIZER,
                                           AnnotationKind.COMPILED, AnnotationKind.COMMUNICATION)], dtype=np.int8)
@@ -19,13 +20,19 @@ _STAGE_KINDS = np.array([int(k) for k in (AnnotationKind.USER, AnnotationKind.DA
 def stage_rows(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Innermost user stage (``record_function``/NVTX range, DataLoader, optimizer...) around
     each point, as an annotation row, -1 where none (ProfilerStep is not a stage)."""
-    ann = trace.annotations
-    sel = np.flatnonzero(np.isin(ann.kind, _STAGE_KINDS))
+    sel, index = per_trace(trace, "stage_index", lambda: _stage_index(trace))
     if len(sel) == 0 or len(t) == 0:
         return np.full(len(t), -1, dtype=np.int64)
-    hit = innermost_containing(ann.pid[sel], ann.tid[sel], ann.start_ns[sel], ann.end_ns[sel], ann.depth[sel],
-                               pid, tid, t)
+    hit = index.query(pid, tid, t)
     return np.where(hit >= 0, sel[np.maximum(hit, 0)], -1)
+
+
+def _stage_index(trace: Trace) -> tuple[np.ndarray, ContainmentIndex]:
+    """Stage annotation rows and their containment index, built once per trace (rules ask
+    per storm and per window)."""
+    ann = trace.annotations
+    sel = np.flatnonzero(np.isin(ann.kind, _STAGE_KINDS))
+    return sel, ContainmentIndex(ann.pid[sel], ann.tid[sel], ann.start_ns[sel], ann.end_ns[sel], ann.depth[sel])
 
 
 def short_label(name: str, limit: int = 60) -> str:

@@ -17,13 +17,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceclass.analysis.source_lines import frame_for_points, is_user_frame, parse_frame
+from traceclass.analysis.per_trace import per_trace
+from traceclass.analysis.source_lines import is_user_frame, parse_frame
 from traceclass.model import Trace
-from traceclass.model.nesting import ancestors_until, lookup
+from traceclass.model.nesting import ContainmentIndex, ancestors_until, lookup
+
+def _frame_index(trace: Trace) -> ContainmentIndex:
+    py = trace.python
+    return per_trace(trace, "frame_index",
+                      lambda: ContainmentIndex(py.pid, py.tid, py.start_ns, py.end_ns, py.depth))
 
 
 def _user_frames(trace: Trace) -> np.ndarray:
     """Per Python frame row: its user frame row (see module doc), -1 when none."""
+    return per_trace(trace, "user_frames", lambda: _build_user_frames(trace))
+
+
+def _build_user_frames(trace: Trace) -> np.ndarray:
     py = trace.python
     rows = np.arange(len(py), dtype=np.int64)
     parent = py.parent.astype(np.int64)
@@ -39,7 +49,7 @@ def source_codes(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
     n = len(t)
     if n == 0 or len(trace.python) == 0:
         return np.full(n, -1, dtype=np.int64)
-    rows = frame_for_points(trace, pid, tid, t)
+    rows = _frame_index(trace).query(pid, tid, t)
     uf = _user_frames(trace)
     f = np.where(rows >= 0, uf[np.maximum(rows, 0)], -1)
     return np.where(f >= 0, trace.python.name[np.maximum(f, 0)], -1).astype(np.int64)

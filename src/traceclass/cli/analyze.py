@@ -11,6 +11,7 @@ from traceclass.config import Config, load_config
 from traceclass.errors import ConfigError
 from traceclass.ingest import FORMATS
 from traceclass.render.renderers import RENDERERS
+from traceclass.timings import stage
 
 COMMAND = "analyze"
 HELP = "analyze a trace and print the bottleneck report"
@@ -66,7 +67,8 @@ def load_and_report(path: str, cfg: Config, source_roots: list[str] | None = Non
 
     bar = ProgressBar(path)
     try:
-        trace = load(path, progress=bar, fmt=input_format)
+        with stage("read"):
+            trace = load(path, progress=bar, fmt=input_format)
         if cfg.analysis.sample_rate_hz is not None:
             from traceclass.ingest.sampled import with_sample_rate
 
@@ -103,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         report = _with_capture(trace, report, args.graph_capture)
     # --top when given; else the issue form's own default, or the configured table length
     top = args.top_n if args.top_n is not None else (None if chosen.NAME == "issue" else cfg.analysis.top_n)
-    out = chosen.render(report, top)
+    with stage("render"):
+        out = chosen.render(report, top)
     if args.plot:
         from traceclass.render.plot import roofline_png, why_no_plot
 

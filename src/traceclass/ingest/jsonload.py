@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, Iterator, Optional
 
 import msgspec
 import numpy as np
@@ -31,6 +31,9 @@ class Container:
     bare: bool  # the file was a bare array of events
     repaired: str = ""  # what the forgiving path had to do, for the report's notes
     has_events: bool = True  # the object had an events key
+    #: streamed files: the events after ``events``, in runs, read as they are iterated
+    rest: Optional[Iterator[list[msgspec.Raw]]] = None
+    size: int = 0  # streamed files: content bytes read so far
     #: address and offset of the buffer the events were sliced from (0: unknown), so an event
     #: that fails to decode can be located by byte offset in the file
     origin: int = 0

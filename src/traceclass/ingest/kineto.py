@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Optional
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Iterator, Optional
 
 import msgspec
 import numpy as np
@@ -42,8 +44,9 @@ from traceclass.model import (
 from traceclass.model.api_names import CBID_NAMES, api_kind, strip_version
 from traceclass.model.link import link
 from traceclass.model.names import annotation_kind, short_kernel_name
+from traceclass.timings import stage
 
-CHUNK_EVENTS = 100_000
+CHUNK_EVENTS = 25_000
 #: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
 EXACT_TS_LIMIT_US = float(1 << 43)
 #: |ts| or dur beyond this (us) cannot be int64 nanoseconds: such values are not times
@@ -132,6 +135,7 @@ _CATEGORY = {
     "cpu_instant_event": _MEM,
     "Trace": _SPAN,
 }
+_GET_PH, _GET_CAT, _GET_NAME = attrgetter("ph"), attrgetter("cat"), attrgetter("name")
 KINETO_CATEGORIES = frozenset(_CATEGORY) | {"ac2g", "fwdbwd", "gpu_user_annotation", "overhead"}
 
 
@@ -175,10 +179,17 @@ class _Columns:
             d.setdefault(k, []).append(v)
 
     def get(self, cat: int) -> dict[str, np.ndarray]:
-        d = self.parts.get(cat)
+        """The category's columns, each joined once; its chunks are released as they are
+        joined, so the columns are never held twice."""
+        d = self.parts.pop(cat, None)
         if not d:
             return {}
-        return {k: np.concatenate(v) for k, v in d.items()}
+        out = {}
+        for k in list(d):
+            pieces = d.pop(k)
+            out[k] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            del pieces
+        return out
 
 
 def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None) -> Trace:
@@ -189,35 +200,40 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     counts: dict[str, int] = {}
     thread_names: dict[tuple[int, int], str] = {}
     window: list[tuple[int, int]] = []
-    events = container.events
-    n_total = len(events)
+    n_total = len(container.events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
+    state.probe_timestamps(container.events[:1000])
     utf8_fixed = 0
-    for lo in range(0, n_total, CHUNK_EVENTS):
-        chunk = events[:CHUNK_EVENTS]
-        # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
-        # would otherwise stay allocated until the whole file is parsed
-        del events[:CHUNK_EVENTS]
-        buf = b"[" + b",".join(chunk) + b"]"
-        try:
-            evs = _decode_chunk(state, buf)
-        except msgspec.DecodeError:
-            # a stray byte in a name or category: replaced, as the forgiving path does
-            buf, fixed = repair_utf8(buf)
+    lo = 0
+    for events in _runs(container):
+        while events:
+            chunk = events[:CHUNK_EVENTS]
+            # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
+            # would otherwise stay allocated until the whole file is parsed
+            del events[:CHUNK_EVENTS]
+            buf = b"[" + b",".join(chunk) + b"]"
+            n_chunk = len(chunk)
             try:
-                if not fixed:
-                    raise
                 evs = _decode_chunk(state, buf)
             except msgspec.DecodeError:
-                raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
-            utf8_fixed += fixed
-        del chunk
-        state.process(evs, buf)
-        del evs, buf
-        if progress is not None:
-            progress("parsing", min(lo + CHUNK_EVENTS, n_total), n_total)
-    del events
-    container.events = []
+                # a stray byte in a name or category: replaced, as the forgiving path does
+                buf, fixed = repair_utf8(buf)
+                try:
+                    if not fixed:
+                        raise
+                    evs = _decode_chunk(state, buf)
+                except msgspec.DecodeError:
+                    raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
+                utf8_fixed += fixed
+            del chunk
+            state.process(evs, buf)
+            del evs, buf
+            lo += n_chunk
+            n_total = max(n_total, lo)
+            if progress is not None:
+                progress("parsing", lo, n_total)
+        del events
+    data_size = container.size or data_size
 
     ops = _build_ops(cols.get(_OP))
     ann = _build_annotations(cols.get(_ANN), strings)
@@ -298,7 +314,16 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     )
     if progress is not None:
         progress("linking", 0, 1)
-    return link(trace)
+    with stage("link"):
+        return link(trace)
+
+
+def _runs(container: Container) -> Iterator[list[msgspec.Raw]]:
+    """The container's raw events in runs: all of them, or (streamed) one block at a time."""
+    first, container.events = container.events, []
+    yield first
+    if container.rest is not None:
+        yield from container.rest
 
 
 class _ChunkState:
@@ -312,6 +337,20 @@ class _ChunkState:
         self.exact_ts: bool | None = None
         self.decoder = _DECODE_EVENTS
         self.loose = False
+
+    def probe_timestamps(self, sample: list[msgspec.Raw]) -> None:
+        """Choose the decoder from the first events: epoch-us files get ``ts`` as text from
+        the first chunk on, sparing the first chunk a second decode for its timestamps."""
+        try:
+            evs = _DECODE_LOOSE.decode(b"[" + b",".join(sample) + b"]")
+        except msgspec.DecodeError:
+            return
+        ts = _floats([e.ts for e in evs])
+        finite = np.isfinite(ts) & (np.abs(ts) < _MAX_US)
+        if finite.any():
+            self.exact_ts = bool(np.abs(ts[finite]).max() >= EXACT_TS_LIMIT_US)
+            if self.exact_ts:
+                self.decoder = _DECODE_RAWTS
 
     def process(self, evs: list[Any], buf: bytes) -> None:
         n = len(evs)
@@ -345,11 +384,12 @@ class _ChunkState:
 
     def _categories(self, evs: list[Any]) -> np.ndarray:
         """Category code per event, and counts of what is skipped (flows, unknown categories)."""
-        phs = [e.ph for e in evs]
-        cats = [e.cat for e in evs]
+        # map over C callables: no Python frame per event
+        phs = list(map(_GET_PH, evs))
+        cats = list(map(_GET_CAT, evs))
         try:
-            ph = np.array([_PHASE.get(p, 0) for p in phs], dtype=np.int8)
-            cat = np.array([_CATEGORY.get(c, -1) for c in cats], dtype=np.int8)
+            ph = np.array(list(map(_PHASE.get, phs, repeat(0, len(phs)))), dtype=np.int8)
+            cat = np.array(list(map(_CATEGORY.get, cats, repeat(-1, len(cats)))), dtype=np.int8)
         except TypeError:  # an unhashable ph/cat in a hostile file
             ph = np.array([_PHASE.get(p, 0) if isinstance(p, str) else 0 for p in phs], dtype=np.int8)
             cat = np.array([_CATEGORY.get(c, -1) if isinstance(c, str) else -1 for c in cats], dtype=np.int8)
@@ -432,7 +472,10 @@ class _ChunkState:
         )
 
     def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray) -> None:
-        names = self.strings.intern_many([_str(e.name) for e in sub])
+        names = list(map(_GET_NAME, sub))
+        if not all(map(str.__instancecheck__, names)):
+            names = [_str(v) for v in names]
+        names = self.strings.intern_many(names)
         if self.loose:
             args = [_args(e.args) for e in sub]
         else:
@@ -564,14 +607,15 @@ def _ints(values: list[Any], fill: int = -1) -> np.ndarray:
     nones = values.count(None)
     if nones == n:
         return np.full(n, fill, dtype=np.int64)
-    if nones == 0:
+    if set(map(type, values)) <= _INT_OR_NONE:  # the usual case, converted in C
         try:
-            arr = np.array(values)
-            if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
-                return arr.astype(np.int64)
-        except (TypeError, ValueError, OverflowError):
+            return np.array(values if nones == 0 else [fill if v is None else v for v in values], dtype=np.int64)
+        except OverflowError:
             pass
     return np.array([_int_or(v, fill) for v in values], dtype=np.int64)
+
+
+_INT_OR_NONE = {int, type(None)}
 
 
 def _int_or(v: Any, fill: int) -> int:

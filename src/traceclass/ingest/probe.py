@@ -40,6 +40,11 @@ class Probe:
             raise TraceFormatError(Path(self.path), "file is empty")
         return head
 
+    @cached_property
+    def first_mib(self) -> bytes:
+        """First MiB, decompressed when gzip (for sniffers that look past the head)."""
+        return read_head(self.path, 1 << 20)
+
     @property
     def is_sqlite(self) -> bool:
         return self.head.startswith(SQLITE_MAGIC)
@@ -67,7 +72,32 @@ class Probe:
 
     @cached_property
     def container(self) -> Container:
-        """The Chrome-trace JSON container (``traceEvents`` and top-level keys), validated."""
+        """The Chrome-trace JSON container (``traceEvents`` and top-level keys), validated.
+
+        A large file is streamed (:mod:`traceclass.ingest.jsonstream`): ``events`` holds the
+        first block and ``rest`` the others; readers that need every event at once use
+        :meth:`whole_container`."""
+        from traceclass.ingest.jsonstream import StreamUnsupported, should_stream, stream_container
+
+        if should_stream(self.path):
+            try:
+                container = stream_container(self.path)
+                if container.events:
+                    return container
+            except StreamUnsupported:
+                pass
+        return self.whole_container()
+
+    def whole_container(self) -> Container:
+        """The container with every raw event in memory (the file is read whole)."""
+        streamed = self.__dict__.get("container")
+        if streamed is not None and streamed.rest is None:
+            return streamed
+        container = self._whole_container()
+        self.__dict__["container"] = container
+        return container
+
+    def _whole_container(self) -> Container:
         from traceclass.ingest.jsonload import decode_container, first_char
 
         data = self.data

@@ -101,9 +101,13 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         return np.full(m, -1), np.zeros(m, dtype=np.int16), False
     parent = np.full(m, -1, dtype=np.int64)
     maxd = int(d.max()) if m else 0
+    # rows grouped by depth once (stable: ascending within a level), so each level is a slice
+    # and deep stacks cost O(m log m), not O(m x depth)
+    by_depth = np.argsort(d, kind="stable")
+    level_at = np.searchsorted(d[by_depth], np.arange(maxd + 2), side="left")
     for level in range(1, maxd + 1):
-        child = np.flatnonzero(d == level)
-        cand = np.flatnonzero(d == level - 1)
+        child = by_depth[level_at[level]:level_at[level + 1]]
+        cand = by_depth[level_at[level - 1]:level_at[level]]
         if len(cand) == 0:
             return parent, d.astype(np.int16), False
         k = np.searchsorted(cand, child, side="right") - 1
@@ -179,40 +183,80 @@ def innermost_containing(
 
     Returns row indices into the interval table, -1 where no interval contains the point.
     """
-    nq = len(q_time)
-    out = np.full(nq, -1, dtype=np.int64)
-    if nq == 0 or len(iv_start) == 0:
+    if len(q_time) == 0 or len(iv_start) == 0:
+        return np.full(len(q_time), -1, dtype=np.int64)
+    return ContainmentIndex(iv_pid, iv_tid, iv_start, iv_end, iv_depth).query(q_pid, q_tid, q_time)
+
+
+class ContainmentIndex:
+    """:func:`innermost_containing` split into a build (sorting the intervals, O(n log n),
+    once) and queries (O(q log n) plus a loop over (thread, depth) groups), for callers that
+    ask many small questions of one table."""
+
+    def __init__(self, iv_pid: np.ndarray, iv_tid: np.ndarray, iv_start: np.ndarray, iv_end: np.ndarray,
+                 iv_depth: np.ndarray) -> None:
+        self.n = len(iv_start)
+        self.start = np.asarray(iv_start)
+        self.end = np.asarray(iv_end)
+        # threads as sorted unique (pid, tid) pairs; queries find theirs by binary search
+        th, n_th = group_ids(np.asarray(iv_pid, dtype=np.int64), np.asarray(iv_tid, dtype=np.int64))
+        first = np.zeros(n_th, dtype=np.int64)
+        first[th[::-1]] = np.arange(self.n - 1, -1, -1)
+        self.th_pid = np.asarray(iv_pid, dtype=np.int64)[first]
+        self.th_tid = np.asarray(iv_tid, dtype=np.int64)[first]
+        depth = np.asarray(iv_depth, dtype=np.int64)
+        # intervals of one thread at one depth are disjoint: one sorted run per (thread, depth)
+        order = np.lexsort((self.start, depth, th))
+        th_s, d_s = th[order], depth[order]
+        change = np.flatnonzero((np.diff(th_s) != 0) | (np.diff(d_s) != 0)) + 1
+        self.groups = [(int(th_s[lo]), int(d_s[lo]), order[lo:hi], self.start[order[lo:hi]])
+                       for lo, hi in zip(np.r_[0, change].tolist(), np.r_[change, self.n].tolist())] if self.n else []
+
+    def threads_of(self, q_pid: np.ndarray, q_tid: np.ndarray) -> np.ndarray:
+        """Thread number of each query's (pid, tid) in this index, -1 when it has no intervals."""
+        q_pid = np.asarray(q_pid, dtype=np.int64)
+        q_tid = np.asarray(q_tid, dtype=np.int64)
+        # (pid, tid) pairs are sorted lexicographically: search pid, then tid within it
+        lo = np.searchsorted(self.th_pid, q_pid, side="left")
+        hi = np.searchsorted(self.th_pid, q_pid, side="right")
+        out = np.full(len(q_pid), -1, dtype=np.int64)
+        has = np.flatnonzero(hi > lo)
+        if len(has):
+            for p in np.unique(q_pid[has]).tolist():  # processes are few
+                sel = has[q_pid[has] == p]
+                a, b = int(lo[sel[0]]), int(hi[sel[0]])
+                k = a + np.searchsorted(self.th_tid[a:b], q_tid[sel], side="left")
+                ok = (k < b)
+                k = np.minimum(k, b - 1)
+                ok &= self.th_tid[k] == q_tid[sel]
+                out[sel[ok]] = k[ok]
         return out
-    n_iv = len(iv_start)
-    gid, _ = group_ids(np.concatenate([iv_pid, q_pid]), np.concatenate([iv_tid, q_tid]))
-    iv_th, q_th = gid[:n_iv], gid[n_iv:]
-    best_depth = np.full(nq, -1, dtype=np.int64)
-    # process per (thread, depth): intervals of one thread at one depth are disjoint
-    key_order = np.lexsort((iv_start, iv_depth, iv_th))
-    th_s, d_s = iv_th[key_order], iv_depth[key_order]
-    change = np.flatnonzero((np.diff(th_s) != 0) | (np.diff(d_s) != 0)) + 1
-    q_order = np.argsort(q_th, kind="stable")
-    q_th_sorted = q_th[q_order]
-    for lo, hi in zip(np.r_[0, change], np.r_[change, n_iv]):
-        rows = key_order[lo:hi]
-        th = th_s[lo]
-        a = np.searchsorted(q_th_sorted, th, side="left")
-        b = np.searchsorted(q_th_sorted, th, side="right")
-        if a == b:
-            continue
-        qs = q_order[a:b]
-        t = q_time[qs]
-        starts = iv_start[rows]
-        k = np.searchsorted(starts, t, side="right") - 1
-        valid = k >= 0
-        kk = np.maximum(k, 0)
-        cand = rows[kk]
-        valid &= iv_end[cand] >= t
-        dep = int(d_s[lo])
-        better = valid & (dep > best_depth[qs])
-        out[qs[better]] = cand[better]
-        best_depth[qs[better]] = dep
-    return out
+
+    def query(self, q_pid: np.ndarray, q_tid: np.ndarray, q_time: np.ndarray) -> np.ndarray:
+        nq = len(q_time)
+        out = np.full(nq, -1, dtype=np.int64)
+        if nq == 0 or self.n == 0:
+            return out
+        q_time = np.asarray(q_time)
+        q_th = self.threads_of(q_pid, q_tid)
+        best_depth = np.full(nq, -1, dtype=np.int64)
+        q_order = np.argsort(q_th, kind="stable")
+        q_th_sorted = q_th[q_order]
+        for th, dep, rows, starts in self.groups:
+            a = np.searchsorted(q_th_sorted, th, side="left")
+            b = np.searchsorted(q_th_sorted, th, side="right")
+            if a == b:
+                continue
+            qs = q_order[a:b]
+            t = q_time[qs]
+            k = np.searchsorted(starts, t, side="right") - 1
+            valid = k >= 0
+            cand = rows[np.maximum(k, 0)]
+            valid &= self.end[cand] >= t
+            better = valid & (dep > best_depth[qs])
+            out[qs[better]] = cand[better]
+            best_depth[qs[better]] = dep
+        return out
 
 
 def ancestors_until(parent: np.ndarray, start_rows: np.ndarray, accept: np.ndarray) -> np.ndarray:

@@ -19,5 +19,5 @@ def sniff(probe: Probe) -> bool:
 def read(probe: Probe) -> Trace:
     from traceclass.ingest.chrome import read_chrome_trace
 
-    container = probe.container
+    container = probe.whole_container()
     return read_chrome_trace(probe.path, probe.size, container, progress=probe.progress)

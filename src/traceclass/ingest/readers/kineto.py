@@ -18,7 +18,10 @@ def sniff(probe: Probe) -> bool:
 
 
 def read(probe: Probe) -> Trace:
+    from traceclass.ingest.jsonstream import StreamUnsupported
     from traceclass.ingest.kineto import read_kineto
 
-    container = probe.container
-    return read_kineto(probe.path, probe.size, container, progress=probe.progress)
+    try:
+        return read_kineto(probe.path, probe.size, probe.container, progress=probe.progress)
+    except StreamUnsupported:  # damaged JSON met mid-stream: the whole-file path repairs or reports
+        return read_kineto(probe.path, probe.size, probe.whole_container(), progress=probe.progress)

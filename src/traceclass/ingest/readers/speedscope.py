@@ -12,7 +12,7 @@ DESCRIPTION = "speedscope JSON (py-spy --format speedscope)"
 def sniff(probe: Probe) -> bool:
     if not probe.is_json or probe.text_head[:1] != b"{":
         return False
-    data = probe.data
+    data = probe.first_mib  # not the whole file: a 10 GB Kineto trace must not be read to sniff it
     head = data[:4096]
     if b"speedscope.app/file-format-schema" in head:
         return True

@@ -1,0 +1,236 @@
+"""Chrome-trace JSON read in blocks, for files too large to hold: the events array is cut
+into runs of whole events as the bytes arrive (plain or gzip), so memory holds one block
+and the columns built so far, never the file.
+
+A cut goes after a ``}`` followed by ``,`` or ``]``; msgspec validates the run before it is
+used (a ``}`` inside a string or a nested object makes the run invalid, and an earlier cut is
+tried), so a cut never splits an event. The top-level keys before the array are decoded from
+the head, those after it from the tail. Anything the stream cannot handle (no events key in
+the first :data:`HEAD_LIMIT` bytes, damaged JSON) raises :class:`StreamUnsupported` and the
+caller reads the file whole instead, with its forgiving paths.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any, Iterator
+
+import msgspec
+
+from traceclass.errors import TraceFormatError
+from traceclass.ingest.jsonload import Container
+from traceclass.ingest.source import GZIP_MAGIC, GZIP_RATIO_GRACE, MAX_GZIP_RATIO
+
+#: Bytes read (decompressed) per block.
+BLOCK = 16 << 20
+#: The ``traceEvents`` key must start within this many bytes.
+HEAD_LIMIT = 64 << 20
+#: Plain files above this size are streamed (gzip files above a 16th of it).
+STREAM_ABOVE = 256 << 20
+
+_RawList = msgspec.json.Decoder(list[msgspec.Raw])
+_RawDict = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_WS = b" \t\r\n"
+
+
+class StreamUnsupported(Exception):
+    """The file cannot be streamed; read it whole."""
+
+
+def _blocks(path: str, block: int) -> Iterator[bytes]:
+    """The file's content in pieces of about ``block`` bytes, gunzipped when gzip, with the
+    decompression-bomb ratio guard of :mod:`traceclass.ingest.source`."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+        fh.seek(0)
+        if magic != GZIP_MAGIC:
+            while True:
+                piece = fh.read(block)
+                if not piece:
+                    return
+                yield piece
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        consumed = produced = 0
+        pending = b""
+        while True:
+            data = fh.read(1 << 20)
+            if not data:
+                break
+            consumed += len(data)
+            while data:
+                try:
+                    piece = d.decompress(data, block)
+                except zlib.error as exc:
+                    raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+                data = d.unconsumed_tail
+                produced += len(piece)
+                if produced > GZIP_RATIO_GRACE and produced > MAX_GZIP_RATIO * max(consumed, 1):
+                    raise TraceFormatError(path, f"gzip expands more than {MAX_GZIP_RATIO}:1 "
+                                                 f"({produced >> 20} MiB from {consumed >> 20} MiB): "
+                                                 "decompression bomb?")
+                pending += piece
+                if len(pending) >= block:
+                    yield pending
+                    pending = b""
+                if d.eof:
+                    rest = d.unused_data + data
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a following member, if any
+                    data = rest if rest.strip(b"\x00") else b""
+        # a truncated member simply ends the bytes: the events parser then finds the JSON
+        # cut short and the whole-file path reports it
+        if pending:
+            yield pending
+
+
+def _strip_ws(b: bytes, i: int = 0) -> int:
+    n = len(b)
+    while i < n and b[i] in _WS:
+        i += 1
+    return i
+
+
+def _find_events_start(head: bytes, key: bytes) -> tuple[int, int] | None:
+    """(offset of the events key, offset just after the ``[`` opening the events array), when
+    the key is at top level; for a bare array the key offset is -1."""
+    lead = _strip_ws(head, 3 if head.startswith(b"\xef\xbb\xbf") else 0)
+    if head[lead:lead + 1] == b"[":
+        return -1, lead + 1
+    if head[lead:lead + 1] != b"{":
+        return None
+    needle = b'"' + key + b'"'
+    pos = head.find(needle)
+    while pos >= 0:
+        i = _strip_ws(head, pos + len(needle))
+        if head[i:i + 1] == b":":
+            j = _strip_ws(head, i + 1)
+            if head[j:j + 1] == b"[":
+                try:  # at top level iff the text before it plus an empty array closes the object
+                    _RawDict.decode(head[lead:pos] + needle + b":[]}")
+                    return pos, j + 1
+                except msgspec.DecodeError:
+                    pass
+        pos = head.find(needle, pos + 1)
+    return None
+
+
+def _cut(buf: bytes) -> tuple[list[msgspec.Raw], int]:
+    """The longest run of whole events at the start of ``buf``: (raw events, bytes used)."""
+    end = len(buf)
+    tries = 0
+    while tries < 64:
+        k = buf.rfind(b"}", 0, end)
+        if k < 0:
+            return [], 0
+        nxt = _strip_ws(buf, k + 1)
+        if nxt < len(buf) and buf[nxt] in b",]":
+            tries += 1
+            try:
+                return _RawList.decode(b"[" + buf[: k + 1] + b"]"), k + 1
+            except msgspec.DecodeError:
+                pass
+        end = k
+    return [], 0
+
+
+def stream_container(path: str, events_key: str = "traceEvents", block: int = BLOCK) -> Container:
+    """A :class:`Container` whose ``events`` are the first block's and whose ``rest`` yields
+    the others as they are read; ``top`` gets the keys after the array once ``rest`` ends."""
+    container = Container(top={}, events=[], bare=False)
+
+    def counted() -> Iterator[bytes]:
+        for piece in _blocks(path, block):
+            container.size += len(piece)
+            yield piece
+
+    blocks = counted()
+    head = b""
+    found = None
+    for piece in blocks:
+        head += piece
+        found = _find_events_start(head, events_key.encode())
+        if found is not None or len(head) >= HEAD_LIMIT:
+            break
+    if found is None:
+        raise StreamUnsupported("no events array near the start")
+    key_at, start = found
+    bare = key_at < 0
+    top: dict[str, Any] = {}
+    if not bare:
+        lead = _strip_ws(head, 3 if head.startswith(b"\xef\xbb\xbf") else 0)
+        prefix = head[lead:key_at].rstrip()
+        if prefix.endswith(b","):
+            prefix = prefix[:-1]
+        for k, v in _RawDict.decode(prefix + b"}").items():
+            try:
+                top[k] = msgspec.json.decode(v)
+            except msgspec.DecodeError:
+                top[k] = None
+    container.top, container.bare = top, bare
+    gen = _events(path, head[start:], blocks, container)
+    first = next(gen, [])
+    container.events = first
+    container.rest = gen
+    return container
+
+
+def _events(path: str, buf: bytes, blocks: Iterator[bytes], container: Container) -> Iterator[list[msgspec.Raw]]:
+    eof = False
+    while True:
+        i = _strip_ws(buf)
+        if buf[i:i + 1] == b",":
+            i = _strip_ws(buf, i + 1)
+        if buf[i:i + 1] == b"]":
+            _tail(path, buf[i + 1:], blocks, container)
+            return
+        buf = buf[i:]
+        evs, used = _cut(buf) if buf else ([], 0)
+        if evs:
+            buf = buf[used:]
+            yield evs
+            continue
+        if len(buf) > 4 * max(BLOCK, 1 << 20):  # no whole event in MBs: damaged, not a huge event
+            raise StreamUnsupported("no valid event boundary in the block")
+        if eof:
+            if container.bare and not buf.strip():
+                container.repaired = "file was truncated; the events before the cut were read"
+                return
+            raise StreamUnsupported("truncated or invalid JSON in the events")
+        piece = next(blocks, None)
+        if piece is None:
+            eof = True
+        else:
+            buf += piece
+
+
+def _tail(path: str, rest: bytes, blocks: Iterator[bytes], container: Container) -> None:
+    for piece in blocks:
+        rest += piece
+    if container.bare:
+        return
+    rest = rest.strip()
+    if rest.startswith(b","):
+        rest = rest[1:]
+    try:
+        after = _RawDict.decode(b"{" + rest) if rest.strip() != b"}" else {}
+    except msgspec.DecodeError:
+        raise StreamUnsupported("invalid JSON after the events") from None
+    for k, v in after.items():
+        try:
+            container.top[k] = msgspec.json.decode(v)
+        except msgspec.DecodeError:
+            container.top[k] = None
+
+
+def should_stream(path: str, limit: int | None = None) -> bool:
+    """Whether the file is large enough that holding its bytes would dominate memory: plain
+    files above ``limit`` bytes (default :data:`STREAM_ABOVE`), gzip files above ``limit / 16``
+    (Kineto compresses ~19:1)."""
+    limit = STREAM_ABOVE if limit is None else limit
+    try:
+        size = os.stat(path).st_size
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+    return size > (limit // 16 if gz else limit)
