@@ -122,7 +122,9 @@ def _finding(ctx: Context, th: Mapping[str, Any], dev: int, tag: str, sel: np.nd
     site = top[0][0] if top else first
     location = f"host work in {site}{tag}"
     return Finding(
-        title=f"Overlap the host work in {site} with the GPU",
+        # the title names where the host work happens (the covering range or frame); the top
+        # self-time functions are the detail inside it, listed in the message
+        title=f"Overlap the host work in {first if first != '(no range)' else site} with the GPU",
         severity=ctx.severity(total), message=message, recoverable_ns=total,
         estimate=("GPU idle attributed to host work in the shared idle attribution (the launching thread busy for "
                   "most of a stretch of at least 1 ms, no sync, data range, collective or initialisation): what "
