@@ -154,11 +154,16 @@ def _verdict(r: Report) -> str:
     keys = key_numbers(r)
     if keys:
         lines += ["**" + " · ".join(keys) + "**", ""]
-    lines.append(" ".join(verdict_sentences(r, name, text)))
+    # a short paragraph (steps, busy/idle by cause, findings), the opportunities, then where the
+    # time goes: the reader sees the decision before the detail
+    detail: list[str] = []
+    lines.append(" ".join(verdict_sentences(r, name, text, detail)))
     opp = opportunities(r, name, text)
     if opp:
         lines += ["", f"**Top opportunities** ({opportunities_header(r)}; evidence under Findings):", ""]
         lines += [f"{i}. {o}" for i, o in enumerate(opp, 1)]
+    if detail:
+        lines += ["", "**Where the time goes:**", ""] + [f"- {d}" for d in detail]
     return "\n".join(lines)
 
 

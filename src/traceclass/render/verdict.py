@@ -32,10 +32,15 @@ def _same(x: str) -> str:
     return x
 
 
-def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str]:
+def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same, detail: list[str] | None = None) -> list[str]:
     """Where the time goes, what bounds it, what the rules found: names through ``name``,
-    text taken from the trace (host activity, paths) through ``prose``."""
+    text taken from the trace (host activity, paths) through ``prose``.
+
+    With ``detail`` (a list to fill), the sentences that locate the time (largest stage, bound
+    mix, largest item) go there instead, so the verdict paragraph keeps only the steps, the
+    device's busy/idle split by cause, trace hygiene and the findings count."""
     out: list[str] = []
+    more_out = out if detail is None else detail
     steps = [s for s in report.stages if s.kind == "step"]
     step = steps[0] if steps else None
     if step is not None and (step.count or step.warmup_count):
@@ -58,7 +63,7 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         big = _largest_stage(report, s)
         if big is not None:
             st, share = big
-            out.append(f"The largest stage inside the steps is {name(st.name)}: {units.pct(share, 0)} of step time "
+            more_out.append(f"The largest stage inside the steps is {name(st.name)}: {units.pct(share, 0)} of step time "
                        f"(P50 {units.duration(st.p50_ns)}).")
     if report.devices:
         d = max(report.devices, key=lambda r: r.busy_ns)
@@ -111,7 +116,7 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
         basis = "GPU op time" if report.ops_time_basis == "gpu" else "host op time"
         parts = [f"{units.pct(v, 0)} {k}" for k, v in mix.items() if v >= 0.5]
         if parts:
-            out.append(f"By {basis}: " + ", ".join(parts) + ".")
+            more_out.append(f"By {basis}: " + ", ".join(parts) + ".")
     if report.ops:
         o = report.ops[0]
         shapes = f" on {prose(o.shapes)}" if o.shapes else ""
@@ -120,7 +125,7 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same) -> list[str
             roof = f", {o.bound} at {units.pct(o.pct_of_roof, 0)} of its roof"
         elif o.bound:
             roof = f", {o.bound}" + (" (from the kernel name)" if o.heuristic else "")
-        out.append(
+        more_out.append(
             f"The largest item is {name(o.name)}{shapes}: {units.pct(o.share_pct)} of "
             f"{'GPU busy time' if report.ops_time_basis == 'gpu' else 'op time'} "
             f"({o.count} call{'s' if o.count != 1 else ''}, {units.duration(o.total_ns)}){roof}."
