@@ -315,7 +315,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
     message += "; the idle of the analysed time by cause: " + ", ".join(
         f"{c} {units.duration(v)}" for c, v in sorted(shared.items(), key=lambda kv: -kv[1]) if v > 0)
     return Finding(
-        title=f"Keep GPU {dev} busy {site}",
+        title=f"GPU {dev} under-used {site}: see the rules of its idle causes",
         severity="info",
         message=message,
         recoverable_ns=0,
