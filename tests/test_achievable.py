@@ -46,4 +46,4 @@ def test_documented_fraction_without_sibling(tmp_path):
     assert o.gap_ns == pytest.approx(round(lb / 0.35) - lb, abs=2)  # the datasheet gap stays
     roof_items = [p for p in rep.opportunities if p.source == "roofline"]
     assert roof_items and roof_items[0].recoverable_ns == o.stake_ns
-    assert "to 80% documented (gemm) of its compute roof (now 35%)" in roof_items[0].title
+    assert "from 35% to 80% of its compute roof (documented for gemm)" in roof_items[0].title

@@ -364,7 +364,12 @@ def _opportunities(findings: Sequence[Finding], ops: Sequence[OpRow], idle: Any 
         short_roof = "compute" if o.bound == COMPUTE else "memory"
         pct = units.pct(o.pct_of_roof, 0) if o.pct_of_roof is not None else "?"
         group = _roofline_group(o.name, any(f.code == "TC401" for f in real))
-        items.append((group, Opportunity(title=f"Bring {o.name} to {o.stake_basis} of its {short_roof} roof (now {pct})",
+        # "45% best sibling" -> "from 37% to 45% of its compute roof (best sibling)": the numbers first
+        target, _, why = (o.stake_basis or "?").partition(" ")
+        if why.endswith(")") and " (" in why:  # "documented (gemm)" -> "documented for gemm"
+            why = why[:-1].replace(" (", " for ", 1)
+        items.append((group, Opportunity(title=f"Bring {o.name} from {pct} to {target} of its {short_roof} roof"
+                                               + (f" ({why})" if why else ""),
                                          recoverable_ns=int(o.stake_ns or 0), source="roofline", names=(o.name,))))
     groups: dict[str, list[Opportunity]] = {}
     for g, opp in items:
