@@ -43,7 +43,7 @@ from typing import Callable
 
 import numpy as np
 
-from traceclass.analysis.cpu_kinds import IDLE_EVIDENCE_SAMPLES, UNVERIFIED, _thread_names, sample_kinds
+from traceclass.analysis.cpu_kinds import IDLE_EVIDENCE_SAMPLES, UNVERIFIED, SampleKinds, _thread_names, sample_kinds
 from traceclass.analysis.cpu_kinds import usable_source as usable_source  # re-exported for cpu_sites
 from traceclass.analysis.cpu_types import NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare, ThreadProfile
 from traceclass.analysis.cpu_types import _thread_label
@@ -60,7 +60,7 @@ _WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING, key=PRIORITY.get)], dty
 _SEEN_WAIT_P = np.array([PRIORITY[k] for k in sorted(WAITING - {"blocked"}, key=PRIORITY.get)], dtype=np.int64)
 
 
-def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuProfile:
+def profile_samples(trace: Trace, classifier: Classifier | None = None, kinds: SampleKinds | None = None) -> CpuProfile:
     s = trace.samples
     st = trace.stacks
     fr = trace.frames
@@ -82,7 +82,8 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None) -> CpuPr
 
     node = s.node.astype(np.int64)
     has_stack = (node >= 0) & (len(st) > 0)
-    sk = sample_kinds(trace, classifier)
+    # the caller's kinds (Facts computes them once) only stand for the default classifier
+    sk = kinds if kinds is not None and classifier is None else sample_kinds(trace, classifier)
     leaf_frame = sk.leaf
     n_kinds = len(KIND_CODES)
     row_kind = sk.kind  # n_kinds = none

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from traceclass import units
+from traceclass.analysis.cpu_kinds import SampleKinds
 from traceclass.analysis.cpu_profile import (
     CpuProfile,
     _thread_label,
@@ -228,15 +229,15 @@ def _duration(ns: float) -> str:
 
 # --------------------------------------------------------------------------- building
 
-def cpu_sites(trace: Trace, profile: CpuProfile | None) -> CpuSites | None:
+def cpu_sites(trace: Trace, profile: CpuProfile | None, kinds: SampleKinds | None = None) -> CpuSites | None:
     """The per-row view, or None when the trace has no samples or values that are not time.
     Built once per trace as the fact ``Facts.cpu_sites``."""
     if profile is None or len(trace.samples) == 0 or profile.unit == "units" or profile.total_value <= 0:
         return None
-    return _build(trace, profile)
+    return _build(trace, profile, kinds)
 
 
-def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
+def _build(trace: Trace, prof: CpuProfile, kinds: SampleKinds | None) -> CpuSites:
     s, st, fr = trace.samples, trace.stacks, trace.frames
     n_rows = len(s)
     value = s.weight_ns.astype(np.int64) if prof.unit == "ns" else s.count.astype(np.int64)
@@ -250,7 +251,7 @@ def _build(trace: Trace, prof: CpuProfile) -> CpuSites:
     leaf = np.where(has, frame_of_node[nsafe] if len(st) else -1, -1)
 
     # the same kinds as the profile: rules, default kinds, lines without source settled by evidence
-    kind = sample_kinds(trace).kind
+    kind = (kinds if kinds is not None else sample_kinds(trace)).kind
 
     strings = trace.strings
     src = trace.meta.get("source_lines") or {}

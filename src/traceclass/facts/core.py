@@ -198,7 +198,15 @@ class Facts:
             return None
         from traceclass.analysis.cpu_profile import profile_samples
 
-        return profile_samples(self.trace)
+        return profile_samples(self.trace, kinds=self.sample_kinds)
+
+    @functools.cached_property
+    def sample_kinds(self) -> Any:
+        """Kind of each sample row (on-CPU, blocked, idle ...): shared by the profile and the
+        per-row view, so the frame classification runs once per trace."""
+        from traceclass.analysis.cpu_kinds import sample_kinds
+
+        return sample_kinds(self.trace)
 
     @functools.cached_property
     def cpu_sites(self) -> Any:
@@ -206,7 +214,7 @@ class Facts:
         None without samples or when their values are not time."""
         from traceclass.analysis.cpu_sites import cpu_sites
 
-        return cpu_sites(self.trace, self.cpu)
+        return cpu_sites(self.trace, self.cpu, kinds=self.sample_kinds if len(self.trace.samples) else None)
 
 
 def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Facts:
