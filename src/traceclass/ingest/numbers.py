@@ -8,6 +8,7 @@ weighted by their place relative to the decimal point, all vectorized.
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +46,9 @@ def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = Non
     starts[0] = 0
     starts[1:] = sep[:-1] + 1
     lengths = sep - starts
+    fast = _plain_decimals(a, sep, starts, lengths, scale_exp)
+    if fast is not None:
+        return fast
     width = int(lengths.max()) if n else 0
     values = np.zeros(n, dtype=np.int64)
     ok = lengths > 0
@@ -62,6 +66,7 @@ def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = Non
     slow = odd.any(axis=1) | (is_dot.sum(axis=1) > 1)
     has_dot = is_dot.any(axis=1)
     dot = np.where(has_dot, is_dot.argmax(axis=1), lengths)
+    slow |= dot - 1 + scale_exp >= 18  # digits at 10**18 and up may not fit int64: checked one by one
     e10 = np.where(cols[None, :] < dot[:, None], dot[:, None] - cols[None, :] - 1,
                    dot[:, None] - cols[None, :]) + scale_exp
     use = is_digit & (e10 >= 0) & (e10 < 19)
@@ -82,15 +87,53 @@ def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = Non
     return values, ok
 
 
+def _plain_decimals(a: np.ndarray, sep: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                    scale_exp: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The common case, fast: every text is digits with at most one dot (no sign, no exponent).
+
+    Digits are gathered by their place relative to the decimal point (one column per power of
+    ten, right-aligned on the point) and weighted by one matrix-vector product, so the matrix
+    is as wide as the longest integer part plus ``scale_exp + 1`` fraction digits, not as wide
+    as the longest text. None when some text needs the general path.
+    """
+    odd = (a != 44) & (a != 46) & ((a < 48) | (a > 57))
+    if odd.any():
+        return None
+    dots = np.flatnonzero(a == 46)
+    point = sep.copy()  # where the decimal point is; the end of the text when it has none
+    if len(dots):
+        row = np.searchsorted(sep, dots)
+        if len(row) > 1 and not (np.diff(row) > 0).all():
+            return None  # a text with two dots
+        point[row] = dots
+    int_places = int((point - starts).max())
+    if int_places + scale_exp > 19:
+        return None  # beyond int64 after scaling: the general path decides
+    # offsets from the point: -int_places..-1 integer digits, 1..scale_exp+1 fraction digits
+    # (the last one only rounds)
+    offs = np.concatenate([np.arange(-int_places, 0), np.arange(1, scale_exp + 2)]).astype(np.int64)
+    idx = point[:, None] + offs[None, :]
+    inside = (idx >= starts[:, None]) & (idx < sep[:, None])
+    digits = np.where(inside, a[np.clip(idx, 0, len(a) - 1)], np.uint8(48)) - np.uint8(48)
+    weights = _POW10[np.concatenate([np.arange(int_places - 1 + scale_exp, scale_exp - 1, -1),
+                                     np.arange(scale_exp - 1, -1, -1)])]
+    values = digits[:, :-1].astype(np.int64) @ weights
+    values += digits[:, -1] >= 5  # round half up on the first dropped digit
+    has_dot = point < sep
+    ok = lengths > has_dot  # a lone "." or an empty text is not a number
+    if int_places + scale_exp == 19:
+        ok &= digits[:, 0] < 9  # >= 9e18 may have wrapped around int64, and is no timestamp anyway
+    ok &= values < (1 << 62)  # beyond int64 ns after arithmetic: not a timestamp (as _parse_one)
+    return np.where(ok, values, 0), ok
+
+
 def _parse_one(text: bytes, scale_exp: int) -> int | None:
-    s = text.strip()
+    """One text the vectorized paths leave out (sign, exponent, huge), exactly: Decimal, not float."""
     try:
-        if b"e" not in s.lower() and b"." not in s:
-            return int(s) * 10**scale_exp
-        x = float(s)
-    except ValueError:
+        d = Decimal(text.strip().decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
         return None
-    if x != x or x in (float("inf"), float("-inf")):
+    if not d.is_finite() or abs(d.adjusted()) > 40:
         return None
-    v = int(round(x * 10**scale_exp))
+    v = int((d.scaleb(scale_exp)).to_integral_value(ROUND_HALF_UP))
     return v if -(1 << 62) < v < (1 << 62) else None  # beyond int64 ns: not a timestamp
