@@ -55,20 +55,26 @@ _MAX_US = 9.0e15
 _EMPTY = msgspec.Raw(b"")
 
 
+#: integer ids and counts, typed so a chunk's columns convert in C; a file that writes one of
+#: them otherwise (a string, a float, null) fails validation and its chunk is read through the
+#: tolerant :class:`_LooseArgs` instead
+_INT_ARGS = ("external_id", "correlation", "device", "seq", "cbid", "registers", "shared_memory")
+
+
 class _Args(CommArgs, gc=False):
-    external_id: Any = msgspec.field(name="External id", default=None)
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
+    external_id: int = msgspec.field(name="External id", default=-1)
+    correlation: int = -1
+    device: int = -1
+    stream: Any = None  # ROCm runtime calls write it as a hex string ("0x0")
     nbytes: Any = msgspec.field(name="bytes", default=None)
     kind: Any = None
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
     types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
     strides: msgspec.Raw = msgspec.field(name="Input Strides", default=_EMPTY)
     concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
-    seq: Any = msgspec.field(name="Sequence number", default=None)
+    seq: int = msgspec.field(name="Sequence number", default=-1)
     flops: Any = None
-    cbid: Any = None
+    cbid: int = -1
     name: Any = None
     mem_bytes: Any = msgspec.field(name="Bytes", default=None)
     total_allocated: Any = msgspec.field(name="Total Allocated", default=None)
@@ -77,11 +83,19 @@ class _Args(CommArgs, gc=False):
     device_id: Any = msgspec.field(name="Device Id", default=None)
     grid: Any = None
     block: Any = None
-    registers: Any = msgspec.field(name="registers per thread", default=None)
-    shared_memory: Any = msgspec.field(name="shared memory", default=None)
+    registers: int = msgspec.field(name="registers per thread", default=-1)
+    shared_memory: int = msgspec.field(name="shared memory", default=-1)
 
 
+#: the same fields, any JSON value (converted one by one): the args of chunks that fail typing
+_LooseArgs = msgspec.defstruct(
+    "_LooseArgs",
+    [(f.name, Any, msgspec.field(name=f.encode_name, default=None if f.name in _INT_ARGS else f.default))
+     for f in msgspec.structs.fields(_Args)],
+    gc=False,
+)
 _NO_ARGS = _Args()
+_GETTERS = {f: attrgetter(f) for f in _INT_ARGS}
 
 
 def _event_struct(name: str, ts: tuple[Any, Any], args: Any) -> type[msgspec.Struct]:
@@ -411,8 +425,13 @@ class _ChunkState:
             counts[key] = counts.get(key, 0) + 1
         flow = np.flatnonzero(ph == _PH_FLOW)
         if len(flow):
-            for c, k in Counter(str(cats[i]) for i in flow.tolist()).items():
-                counts[f"flow:{c}"] = counts.get(f"flow:{c}", 0) + k
+            try:
+                flow_cats = Counter(map(cats.__getitem__, flow.tolist()))
+            except TypeError:  # an unhashable category in a hostile file
+                flow_cats = Counter(str(cats[i]) for i in flow.tolist())
+            for c, k in flow_cats.items():
+                key = f"flow:{c if isinstance(c, str) else str(c)}"
+                counts[key] = counts.get(key, 0) + k
         other = np.flatnonzero(ph == 0)
         for i in other.tolist():
             key = f"?ph {phs[i]}"[:40]
@@ -482,8 +501,9 @@ class _ChunkState:
             args = [e.args for e in sub]
             if None in args:
                 args = [a if a is not None else _NO_ARGS for a in args]
+        ic = self._int_column
         if c in (_KERNEL, _MEMCPY, _MEMSET, _SYNC):
-            dev = _ints([a.device for a in args])
+            dev = ic(args, "device")
             pid = _ints([e.pid for e in sub])
             dev = np.where(dev >= 0, dev, pid)
             stream = _ints([a.stream for a in args])
@@ -493,8 +513,8 @@ class _ChunkState:
             if c == _KERNEL:
                 extra["grid"] = _products([a.grid for a in args])
                 extra["block"] = _products([a.block for a in args])
-                extra["registers"] = _ints([a.registers for a in args])
-                extra["shared_mem"] = _ints([a.shared_memory for a in args])
+                extra["registers"] = ic(args, "registers")
+                extra["shared_mem"] = ic(args, "shared_memory")
             if c in (_MEMCPY, _MEMSET):
                 extra["bytes"] = _ints([a.nbytes for a in args])
             self.cols.add(
@@ -504,8 +524,8 @@ class _ChunkState:
                 device=dev,
                 stream=stream,
                 name=names,
-                correlation=_ints([a.correlation for a in args]),
-                external_id=_ints([a.external_id for a in args]),
+                correlation=ic(args, "correlation"),
+                external_id=ic(args, "external_id"),
                 **extra,
             )
             if c == _KERNEL:
@@ -519,25 +539,34 @@ class _ChunkState:
             self._comms(False, args, t, d, pid, tid)
             self.cols.add(
                 c,
-                external_id=_ints([a.external_id for a in args]),
-                seq=_ints([a.seq for a in args]),
+                external_id=ic(args, "external_id"),
+                seq=ic(args, "seq"),
                 inputs=inputs,
                 flops=_floats([a.flops for a in args]),
                 **base,
             )
         elif c == _ANN:
-            self.cols.add(c, external_id=_ints([a.external_id for a in args]), **base)
+            self.cols.add(c, external_id=ic(args, "external_id"), **base)
         elif c == _PY:
             self.cols.add(c, **base)
         elif c == _API:
-            cbid = _ints([a.cbid for a in args])
+            cbid = ic(args, "cbid")
             self.cols.add(
                 c,
-                correlation=_ints([a.correlation for a in args]),
-                external_id=_ints([a.external_id for a in args]),
+                correlation=ic(args, "correlation"),
+                external_id=ic(args, "external_id"),
                 cbid=cbid,
                 **base,
             )
+
+    def _int_column(self, args: list[Any], field: str) -> np.ndarray:
+        """An integer args field as an int64 column (-1 where absent)."""
+        if not self.loose:  # typed ints: converted in C
+            try:
+                return np.fromiter(map(_GETTERS[field], args), np.int64, len(args))
+            except OverflowError:  # beyond int64 (msgspec accepts uint64): reduced as _ints does
+                pass
+        return _ints(list(map(_GETTERS[field], args)))
 
     def _comms(self, is_kernel: bool, args: list[_Args], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
                tid: np.ndarray) -> None:
@@ -556,10 +585,11 @@ class _ChunkState:
         return out
 
 
-def _args(a: Any) -> _Args:
+def _args(a: Any) -> Any:
+    """An event's args as :class:`_Args` or :class:`_LooseArgs` (same attribute names)."""
     if a is None:
         return _NO_ARGS
-    if type(a) is _Args:
+    if type(a) is _Args or type(a) is _LooseArgs:
         return a
     if isinstance(a, dict):
         try:
@@ -569,11 +599,11 @@ def _args(a: Any) -> _Args:
     return _NO_ARGS
 
 
-def _ARGS_FROM_DICT(d: dict) -> _Args:  # noqa: N802 - a converter, named like the type it makes
+def _ARGS_FROM_DICT(d: dict) -> Any:  # noqa: N802 - a converter, named like the type it makes
     # Raw fields cannot be converted from Python objects: re-encode those keys
     raw_keys = {"Input Dims", "Input type", "Input Strides", "Concrete Inputs"}
     plain = {k: v for k, v in d.items() if k not in raw_keys}
-    a = msgspec.convert(plain, _Args, strict=False)
+    a = msgspec.convert(plain, _LooseArgs, strict=False)
     extra = {}
     for k, field in (("Input Dims", "dims"), ("Input type", "types"),
                      ("Input Strides", "strides"), ("Concrete Inputs", "concrete")):
