@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import msgspec
 import numpy as np
@@ -33,11 +33,26 @@ class Container:
     has_events: bool = True  # the object had an events key
     #: streamed files: the events after ``events``, in runs, read as they are iterated
     rest: Optional[Iterator[list[msgspec.Raw]]] = None
+    #: streamed files: a reader's typed decoder for the runs in ``rest``; when set, a run is
+    #: decoded straight from its text (one parse, instead of splitting it into raw events and
+    #: decoding those again) and comes as a :class:`DecodedRun`
+    decode_run: Optional[Callable[[bytes], list[Any]]] = None
     size: int = 0  # streamed files: content bytes read so far
     #: address and offset of the buffer the events were sliced from (0: unknown), so an event
     #: that fails to decode can be located by byte offset in the file
     origin: int = 0
     shift: int = 0
+
+
+class DecodedRun(list):  # type: ignore[type-arg]
+    """A run of events already decoded by :attr:`Container.decode_run`; ``text`` is the JSON
+    array they were decoded from."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, events: list[Any], text: bytes) -> None:
+        super().__init__(events)
+        self.text = text
 
 
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")

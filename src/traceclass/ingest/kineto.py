@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from traceclass.errors import TraceFormatError
-from traceclass.ingest.jsonload import Container, locate_bad_event, repair_utf8
+from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
 from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import Progress
@@ -219,7 +219,18 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     state.probe_timestamps(container.events[:1000])
     utf8_fixed = 0
     lo = 0
+    if container.rest is not None:  # later blocks decoded straight from their text
+        container.decode_run = lambda text: _decode_chunk(state, text)
     for events in _runs(container):
+        if isinstance(events, DecodedRun):
+            n_run = len(events)
+            state.process(events, events.text)
+            del events
+            lo += n_run
+            n_total = max(n_total, lo)
+            if progress is not None:
+                progress("parsing", lo, n_total)
+            continue
         while events:
             chunk = events[:CHUNK_EVENTS]
             # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
