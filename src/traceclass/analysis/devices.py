@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from traceclass import hardware
+from traceclass import hardware, units
 from traceclass.hardware.identify import identify
 from traceclass.model import HOST_DEVICE, DeviceInfo, Trace
 
@@ -80,11 +80,11 @@ def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
         return None
     shown = d.name.strip() or f"GPU {d.index}"
     name = f"{shown} (bandwidth from the export)"
-    facts = [f"{bps / 1e9:.1f} GB/s memory bandwidth"]
+    facts = [f"{units.byte_rate(bps)} memory bandwidth"]
     if d.sm_count:
         facts.append(f"{d.sm_count} SMs")
     if d.clock_hz:
-        facts.append(f"{d.clock_hz / 1e9:.2f} GHz")
+        facts.append(units.frequency(d.clock_hz))
     if d.compute_capability:
         facts.append(f"compute capability {d.compute_capability}")
     note = (f"{shown!r} matches no entry of the hardware table; the export reports "
