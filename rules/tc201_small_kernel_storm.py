@@ -70,7 +70,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Ne
 
 RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH,
                 summary="runs of tiny kernels (or tiny host ops) with the device idle between them: launch-bound",
-                needs=((Need.GPU, Need.OPS),), gpu_idle=True,
+                needs=((Need.GPU, Need.OPS),),
                 thresholds=(
                     Threshold('max_kernel_us', 10.0, 'us',
                               "TraceLens' short-kernel threshold (``short_kernels_summary``), about the host cost of "

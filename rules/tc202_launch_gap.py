@@ -81,7 +81,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Ne
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
                 summary="GPU idle gaps between work caused by launch/dispatch overhead (other causes named, claimed by their rules)",
-                needs=(Need.GPU,), gpu_idle=True,
+                needs=(Need.GPU,),
                 thresholds=(
                     Threshold('min_gap_us', 30.0, 'us',
                               "HTA's ``consecutive_kernel_delay``; shorter gaps are the normal cost of back-to-back "

@@ -81,7 +81,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Ne
 
 RULE = RuleInfo(code="TC203", name="host-sync", family=Family.SYNC,
                 summary="host waits for the GPU inside steps (.item(), synchronize, blocking copies) and the GPU idles after",
-                needs=(Need.GPU,), gpu_idle=True,
+                needs=(Need.GPU,),
                 thresholds=(
                     Threshold('max_launches_per_sync_ratio', 2.0, 'ratio',
                               'with two or fewer kernel launches per wait the GPU queue never holds more than two '

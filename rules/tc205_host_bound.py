@@ -51,7 +51,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, 
 
 RULE = RuleInfo(code="TC205", name="host-bound", family=Family.CPU,
                 summary="the GPU idles while the step's thread works on the host (preprocessing, Python between bursts)",
-                needs=(Need.GPU,), gpu_idle=True,
+                needs=(Need.GPU,),
                 thresholds=(
                     Threshold('min_share_pct', 3.0, '%',
                               'reported from 3 % of the analysed time, the ``medium`` line of the shared severity '

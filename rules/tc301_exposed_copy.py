@@ -111,8 +111,8 @@ def _finding(ctx: Context, dev: int, devices: list[int], c: int, r: np.ndarray, 
     peak, basis = copies.peak_bps(rd.spec if rd else None, c)
     bw = "bytes not recorded"
     if achieved is not None:
-        bw = f"{achieved / 1e9:.1f} GB/s achieved"
-        bw += f" vs {peak / 1e9:.0f} GB/s peak ({basis})" if peak else f" (peak unknown: {basis})"
+        bw = f"{units.byte_rate(achieved)} achieved"
+        bw += f" vs {units.byte_rate(peak)} peak ({basis})" if peak else f" (peak unknown: {basis})"
     evidence = _evidence(trace, r, ex)
     worst = evidence[0]
     timeline = next((t for t in ctx.analysis.timelines if t.device == dev), None)

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis import copies
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
@@ -90,13 +91,13 @@ def _reference(ctx: Context, dev: int, c: int, pinned: np.ndarray) -> tuple[floa
     rd = ctx.analysis.devices.get(dev)
     peak, basis = copies.peak_bps(rd.spec if rd else None, c)
     if peak:
-        return peak, f"the {peak / 1e9:.0f} GB/s host link per direction"
+        return peak, f"the {units.byte_rate(peak)} host link per direction"
     gpu = ctx.trace.gpu
     ok = pinned[gpu.bytes[pinned] >= _RATE_MIN_BYTES]
     dur = int((gpu.end_ns[ok] - gpu.start_ns[ok]).sum())
     if dur > 0:
         rate = float(gpu.bytes[ok].sum()) / (dur / 1e9)
-        return rate, f"the {rate / 1e9:.3g} GB/s that pinned copies of 1 MiB or more reached in this trace ({basis})"
+        return rate, f"the {units.byte_rate(rate)} that pinned copies of 1 MiB or more reached in this trace ({basis})"
     return None, basis
 
 
@@ -119,13 +120,13 @@ def _finding(ctx: Context, dev: int, tag: str, c: int, r: np.ndarray, pinned: np
     api_kind = np.where(a >= 0, trace.api.kind[np.maximum(a, 0)], -1) if len(trace.api) else np.full(len(r), -1)
     n_async = int((api_kind == ApiKind.MEMCPY_ASYNC).sum())
     achieved = float(nb.sum()) / (dur.sum() / 1e9) if dur.sum() > 0 else None
-    rate = f"{achieved / 1e9:.3g} GB/s" if achieved is not None else "rate unknown"
+    rate = units.byte_rate(achieved) if achieved is not None else "rate unknown"
     evidence = _evidence(trace, r)
     site = evidence[0].values["site"]
     one = len(r) == 1
     msg = (f"GPU {dev}: {plural(len(r), f'pageable {label} copy', f'pageable {label} copies')} (threshold "
            f"{th['min_copies_count']}), {size_text(int(nb.sum()))} in {duration_text(int(dur.sum()))} = {rate}"
-           + (f" vs {ref / 1e9:.3g} GB/s pinned" if ref else "")
+           + (f" vs {units.byte_rate(ref)} pinned" if ref else "")
            + (("; issued through an async API (pageable memory makes it synchronous)" if one else
                f"; {n_async} issued through an async API (pageable memory makes them synchronous)") if n_async
               else f"; issued through {'a synchronous API' if one else 'synchronous APIs'}")

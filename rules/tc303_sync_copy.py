@@ -47,7 +47,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Ne
 
 RULE = RuleInfo(code="TC303", name="sync-copy", family=Family.COPY,
                 summary="copies the host waits for: synchronous copy APIs and async copies synchronized at once",
-                needs=(Need.GPU,), gpu_idle=True,
+                needs=(Need.GPU,),
                 thresholds=(
                     Threshold('max_wait_gap_us', 50, 'us',
                               "a sync within 50 µs of the copy's API call belongs to it. In the corpus the copy -> sync "

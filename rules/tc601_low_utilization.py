@@ -75,7 +75,7 @@ from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Ne
 
 RULE = RuleInfo(code="TC601", name="low-utilization", family=Family.UTILIZATION,
                 summary="windows of a step where the GPU is busy < 50 %, explained by the launch/sync rules",
-                needs=(Need.GPU,), gpu_idle=True,
+                needs=(Need.GPU,),
                 thresholds=(
                     Threshold('max_util_pct', 50.0, '%',
                               '``nsys analyze gpu_time_util``\'s limit and torch-tb-profiler\'s "GPU utilization < 50 %" '

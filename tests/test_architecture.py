@@ -70,3 +70,36 @@ def test_nothing_imports_cli():
         if layer in ("cli", "__main__"):
             continue
         assert "cli" not in _imports(path), path
+
+
+def _source_texts() -> dict[Path, str]:
+    return {p: p.read_text(encoding="utf-8") for p in [*PKG.rglob("*.py"), *RULES.glob("*.py")]}
+
+
+def test_every_analysis_function_is_used():
+    """A public function of ``analysis/`` that nothing in src/ or rules/ calls is dead code."""
+    import re
+
+    texts = _source_texts()
+    unused = []
+    for path in sorted((PKG / "analysis").glob("*.py")):
+        for node in ast.parse(texts[path]).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                word = re.compile(rf"\b{node.name}\b")
+                if len(word.findall(texts[path])) == 1 and not any(
+                        word.search(t) for p, t in texts.items() if p != path):
+                    unused.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert unused == []
+
+
+def test_every_rule_info_field_is_read():
+    """A RuleInfo field that no code reads (``.field``) is a declaration nothing honours."""
+    import dataclasses
+    import re
+
+    from traceclass.rule import RuleInfo
+
+    texts = [t for p, t in _source_texts().items() if p.name != "rule.py"]
+    unread = [f.name for f in dataclasses.fields(RuleInfo)
+              if not any(re.search(rf"\.{f.name}\b", t) for t in texts)]
+    assert unread == []

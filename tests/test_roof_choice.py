@@ -72,7 +72,7 @@ def test_beating_every_roof_names_the_suspect_figure(tmp_path):
     dur = round(FLOPS / 400e12 * 1e9)  # above the 156 TFLOP/s TF32 peak
     g = _a100(tmp_path, "cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4", dur)
     assert g.point.bound == UNCLASSIFIED and g.point.pct_of_roof is None and g.point.gap_ns is None
-    assert "suspect figure: the tf32 matrix peak of a100-sxm4-80gb (156 TFLOP/s; measured 400)" in g.note
+    assert "suspect figure: the tf32 matrix peak of a100-sxm4-80gb (156 TFLOP/s; measured 400 TFLOP/s)" in g.note
 
 
 def _copy_trace(tmp_path, direction: str, src: str, dst: str, nbytes: int, dur: int):

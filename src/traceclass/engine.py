@@ -35,15 +35,16 @@ def check_rule(rule: LoadedRule, ctx: Context, th: Mapping[str, Any]) -> list[Fi
 
 
 def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = False,
-              skipped: list[str] | None = None) -> tuple[list[Finding], list[str]]:
+              skipped: list[str] | None = None, one_trace: bool = True) -> tuple[list[Finding], list[str]]:
     """Findings of the selected rules, and the errors of rules that raised. A rule whose
     ``needs`` the trace lacks does not run; ``skipped`` (when given) receives one note naming
-    the rules skipped and what the trace lacks for them."""
+    the rules skipped and what the trace lacks for them. ``one_trace=False``: the per-rank step
+    of a cluster run, where a selection of cluster rules only runs no per-trace rule."""
     ctx = Context(trace=trace, analysis=analysis)
     findings: list[Finding] = []
     errors: list[str] = []
     missing: dict[str, list[str]] = {}
-    for rule in selected(config.select, config.ignore):
+    for rule in selected(config.select, config.ignore, one_trace):
         info = rule.info
         lacking = lacks(trace, info.needs)
         if lacking:
@@ -68,12 +69,13 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
     return findings, errors
 
 
-def run(trace: Trace, config: Config | None = None, strict: bool = False) -> tuple[Analysis, Report]:
+def run(trace: Trace, config: Config | None = None, strict: bool = False,
+        one_trace: bool = True) -> tuple[Analysis, Report]:
     cfg = config or load_config()
     with stage("analyses"):
         analysis = analyze(trace, cfg.analysis)
     skipped: list[str] = []
-    findings, errors = run_rules(trace, analysis, cfg, strict=strict, skipped=skipped)
+    findings, errors = run_rules(trace, analysis, cfg, strict=strict, skipped=skipped, one_trace=one_trace)
     with stage("report"):
         report = build_report(trace, analysis, findings, cfg, errors, skipped)
     return analysis, report

@@ -79,17 +79,41 @@ def catalogue() -> tuple[LoadedRule, ...]:
     return rules
 
 
-def selected(select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> tuple[LoadedRule, ...]:
-    """Rules whose code or name matches a ``select`` prefix (all if empty) and no ``ignore`` prefix."""
+def _hit(info: RuleInfo, prefixes: tuple[str, ...]) -> bool:
+    return any(info.code.startswith(p.upper()) or info.name == p for p in prefixes)
 
-    def hit(r: LoadedRule, prefixes: tuple[str, ...]) -> bool:
-        return any(r.info.code.startswith(p.upper()) or r.info.name == p for p in prefixes)
 
-    out = [r for r in all_rules() if (not select or hit(r, select)) and not hit(r, ignore)]
-    unknown = [p for p in select + ignore if not any(hit(r, (p,)) for r in all_rules())]
+def check_selection(select: tuple[str, ...] = (), ignore: tuple[str, ...] = (), one_trace: bool = True) -> None:
+    """:class:`ConfigError` for a ``select``/``ignore`` entry that matches no rule of the catalogue,
+    and, on one trace (``one_trace``), for a ``select`` that matches cluster rules only: they need
+    two or more ranks, so nothing would run. Ignoring a cluster rule on one trace is no error (it
+    does not run there anyway), and a cluster run takes any catalogue rule: per-trace selections
+    apply to its per-rank step, cluster ones to :func:`selected_cluster`."""
+    every = catalogue()
+    unknown = [p for p in select + ignore if not any(_hit(r.info, (p,)) for r in every)]
     if unknown:
         raise ConfigError(f"no rule matches {', '.join(unknown)} (see `traceclass rules`)")
-    return tuple(out)
+    if one_trace and select and not any(_hit(r.info, select) for r in all_rules()):
+        codes = [r.info.code for r in cluster_rules() if _hit(r.info, select)]
+        what = f"{codes[0]} is a cluster rule: it needs" if len(codes) == 1 else \
+            f"{', '.join(codes)} are cluster rules: they need"
+        raise ConfigError(f"{what} two or more ranks (`traceclass analyze DIR`, a glob or FILE FILE ...); "
+                          "select a per-trace rule for one trace")
+
+
+def selected(select: tuple[str, ...] = (), ignore: tuple[str, ...] = (),
+             one_trace: bool = True) -> tuple[LoadedRule, ...]:
+    """Per-trace rules whose code or name matches a ``select`` prefix (all if empty) and no
+    ``ignore`` prefix; ``one_trace=False`` in the per-rank step of a cluster run (see
+    :func:`check_selection`)."""
+    check_selection(select, ignore, one_trace)
+    return tuple(r for r in all_rules() if (not select or _hit(r.info, select)) and not _hit(r.info, ignore))
+
+
+def selected_cluster(select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> tuple[LoadedRule, ...]:
+    """Cluster rules chosen by the same ``select``/``ignore`` matching as :func:`selected`."""
+    check_selection(select, ignore, one_trace=False)
+    return tuple(r for r in cluster_rules() if (not select or _hit(r.info, select)) and not _hit(r.info, ignore))
 
 
 def find(code_or_name: str) -> LoadedRule:

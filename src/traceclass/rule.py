@@ -5,10 +5,10 @@ A rule is a module in ``rules/`` named ``tc<NNN>_<slug>.py`` that defines
 * a docstring with the sections What it finds / Why it matters / How to fix / Example /
   Thresholds (checked by tests/rules/test_catalogue.py),
 * ``RULE = RuleInfo(code="TC201", name="small-kernel-storm", family=Family.LAUNCH, summary=...,
-  needs=(Need.GPU,), gpu_idle=True, thresholds=(Threshold(...), ...))``: what the rule needs
-  (the engine skips it with a note when the trace lacks it), whether its recoverable time is
-  GPU idle time (several rules measure the same idle time; the report counts it once), and its
-  thresholds, each with its default, unit and the reason for the default,
+  needs=(Need.GPU,), thresholds=(Threshold(...), ...))``: what the rule needs (the engine
+  skips it with a note when the trace lacks it) and its thresholds, each with its default, unit
+  and the reason for the default; a rule whose recoverable time is GPU idle time names the
+  cause it claims in ``values["idle_cause"]`` (the opportunities count each cause once),
 * ``check(ctx: Context, th: Thresholds) -> Iterable[Finding]``, pure: no I/O, no printing.
 
 ``Thresholds`` is the rule's declared defaults merged with user overrides
@@ -146,7 +146,6 @@ class RuleInfo:
     family: Family
     summary: str  # one line for `traceclass rules`
     needs: tuple[Any, ...] = ()  # Need or tuple of alternative Needs, all required
-    gpu_idle: bool = False  # recoverable time is GPU idle time (overlaps other such rules)
     thresholds: tuple[Threshold, ...] = ()
 
     def __post_init__(self) -> None:

@@ -58,6 +58,18 @@ def size(nbytes: float | None) -> str:
     return f"{nbytes:.0f} B"
 
 
+def binary_size(nbytes: float | None) -> str:
+    """Sizes that are powers of two by nature (memory capacities, read limits): ``1.5 GiB``,
+    ``64 MiB``."""
+    if not _finite(nbytes):
+        return "—"
+    assert nbytes is not None
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def count(x: float | None, unit: str = "") -> str:
     """Large counts with SI prefixes: ``2.1e12`` FLOP -> ``2.1 TFLOP``."""
     if not _finite(x):
@@ -67,6 +79,11 @@ def count(x: float | None, unit: str = "") -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}".rstrip()
+
+
+def frequency(hz: float | None) -> str:
+    """Clock and sampling rates: ``100 Hz``, ``1.41 GHz``."""
+    return count(hz, "Hz")
 
 
 def flops(x: float | None) -> str:
@@ -103,12 +120,29 @@ def share(part: float, whole: float, digits: int = 1) -> str:
     return pct(percent(part, whole), digits)
 
 
-def signed_pct(x: float | None, digits: int = 0) -> str:
-    """A change: ``+12%``, ``-3%``."""
+def sign(x: float) -> str:
+    """``+`` / ``−`` (U+2212) / ``±`` for zero: the sign of a change."""
+    return "+" if x > 0 else "−" if x < 0 else "±"
+
+
+def signed_pct(x: float | None, digits: int = 1, suffix: str = "%") -> str:
+    """A change: ``+30.0%``, ``−3%`` (``digits=0``), ``+1.5 pp`` (``suffix=" pp"``); one that
+    rounds to zero is ``±0.0%``, never ``−0.0%``."""
     if not _finite(x):
         return "—"
     assert x is not None
-    return f"{x:+.{digits}f}%"
+    r = round(x, digits)
+    return sign(r) + f"{abs(r):.{digits}f}{suffix}"
+
+
+def signed_duration(ns: float | None) -> str:
+    """A change of time: ``+1.2 ms``, ``−340 µs``; under half a nanosecond is ``±0 ns``."""
+    if not _finite(ns):
+        return "—"
+    assert ns is not None
+    if abs(ns) < 0.5:
+        ns = 0.0
+    return sign(ns) + duration(abs(ns))
 
 
 def fraction(x: float | None) -> str:

@@ -133,3 +133,40 @@ def test_rules_and_explain_list_the_cluster_rules(capsys):
     assert main(["explain", "TC803"]) == 0
     out = capsys.readouterr().out
     assert "compute-imbalance" in out and "min_modified_z = 3.5 (ratio)" in out
+
+
+def test_select_and_ignore_cluster_rules_in_a_cluster_run(rank_dir, capsys):
+    """--select/--ignore take the cluster rules (code, lower-case code, prefix or name) where
+    they run, with the same matching as the per-trace rules; both steps of the run obey them."""
+    _, base = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1"])
+    base_codes = sorted({f["code"] for f in base["findings"]})
+    assert base_codes == ["TC801", "TC802"] and base["rank_findings"]
+    for sel in ("TC801", "tc801", "collective-straggler"):
+        code, r = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1", "--select", sel])
+        assert code == 0 and [f["code"] for f in r["findings"]] == ["TC801"]
+        assert r["rank_findings"] == []  # no per-trace rule selected
+    _, ign = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1", "--ignore", "TC801"])
+    assert sorted({f["code"] for f in ign["findings"]}) == ["TC802"]
+    assert ign["rank_findings"] == base["rank_findings"]
+    _, tc8 = _json(capsys, ["analyze", str(rank_dir), "--format", "json", "--jobs", "1", "--select", "TC8"])
+    assert sorted({f["code"] for f in tc8["findings"]}) == base_codes and tc8["rank_findings"] == []
+    assert main(["analyze", str(rank_dir), "--jobs", "1", "--select", "TC899"]) == 2
+    err = capsys.readouterr().err
+    assert err == "traceclass: no rule matches TC899 (see `traceclass rules`)\n"
+
+
+def test_select_of_cluster_rules_on_one_trace_says_where_they_run(rank_dir, capsys):
+    one = str(rank_dir / "rank1.json")
+    assert main(["analyze", one, "--select", "TC801"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("traceclass: TC801 is a cluster rule: it needs two or more ranks (`traceclass analyze DIR`, "
+                   "a glob or FILE FILE ...); select a per-trace rule for one trace\n")
+    assert main(["analyze", one, "--select", "TC802,TC803"]) == 2
+    assert capsys.readouterr().err.startswith("traceclass: TC802, TC803 are cluster rules: they need two or more")
+    # ignoring a cluster rule on one trace changes nothing: it does not run there
+    code, plain = _json(capsys, ["analyze", one, "--format", "json"])
+    code2, ignored = _json(capsys, ["analyze", one, "--format", "json", "--ignore", "TC801"])
+    assert code == code2 == 0 and ignored["findings"] == plain["findings"] and plain["findings"]
+    # a mixed selection runs its per-trace rules
+    _, mixed = _json(capsys, ["analyze", one, "--format", "json", "--select", "TC202,TC801"])
+    assert {f["code"] for f in mixed["findings"]} == {"TC202"}

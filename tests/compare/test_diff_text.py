@@ -8,14 +8,14 @@ from compare_helpers import BASELINE, CANDIDATE, run_of, stretch_trace
 
 from traceclass.cli import main
 from traceclass.compare.diff import build_diff, to_dict
+from traceclass import units
 from traceclass.render.diff_markdown import delta_text, render_markdown, value, verdict_plain
-from traceclass.render import diff_markdown
 
 
 def test_signs_never_show_minus_zero():
-    assert diff_markdown.signed_pct(-0.04) == "±0.0%"
-    assert diff_markdown.signed_pct(0.04) == "±0.0%"
-    assert diff_markdown.signed_pct(-0.06) == "−0.1%"
+    assert units.signed_pct(-0.04) == "±0.0%"
+    assert units.signed_pct(0.04) == "±0.0%"
+    assert units.signed_pct(-0.06) == "−0.1%"
     assert delta_text({"delta": -0.04, "unit": "pct"}) == "±0.0 pp"
     assert delta_text({"delta": 0.3, "unit": "ns"}) == "±0 ns"
     assert delta_text({"delta": -1, "unit": "samples"}) == "−1 sample"

@@ -59,10 +59,12 @@ def test_gpu_families_attribute_backward_threads_to_steps():
     report = run(load(SAMPLES / "torch_ddp-nccl-train_a100.json.gz"))[1]
     assert report.step_series_steps == 2
     fams = {f.family: f for f in report.kernel_families}
-    assert {"comm", "conv", "gemm"} <= set(fams)
+    assert {"comm", "conv", "gemm", "norm"} <= set(fams)
     for f in fams.values():
         assert len(f.step_ns) == 2 and sum(f.step_ns) <= f.total_ns
-    assert all(x > 10_000_000 for x in fams["conv"].step_ns)
+    # cuDNN convolutions ~4.3 ms a step; its batch-norm kernels (cudnn::bn_*) ~10.4 ms, as norm
+    assert all(4_000_000 < x < 5_000_000 for x in fams["conv"].step_ns)
+    assert all(x > 10_000_000 for x in fams["norm"].step_ns)
     bwd = next(o for o in report.ops if o.name == "aten::convolution_backward")
     assert all(x > 0 for x in bwd.step_ns)
 

@@ -119,8 +119,10 @@ def test_case02_kineto_kernel_without_a_device(tmp_path, how):
     got = check(["analyze", str(p), "--format", "json"], [p], "json")
     assert got.rc == 0
     t = load(p)
-    # kept, on a negative device: no known device (-1, as for an nsys export without deviceId)
-    assert len(t.gpu) == len(kernels) and int((t.gpu.device < 0).sum()) == 2
+    # kept, on a device index of their own (the others run on 0), never the host CPU's -1
+    assert len(t.gpu) == len(kernels) and t.gpu.device.tolist().count(1) == 2 and t.gpu.device.min() == 0
+    assert "2 GPU rows name no device (no device id in the export): analysed as GPU 1, an index of their own" \
+        in t.notes
 
 
 def test_case02_modal_device_counts_unknown_devices():
@@ -140,7 +142,10 @@ def test_case02_nsys_kernel_with_device_id_minus_one(tmp_path):
     con.close()
     got = check(["analyze", str(p)], [p])
     assert got.rc == 0 and "## Verdict" in got.out
-    assert (load(p).gpu.device == -1).sum() == 20
+    t = load(p)
+    assert (t.gpu.device == 0).all() and len(t.gpu) == 20  # deviceId -1: not the host CPU's index
+    assert ("20 GPU rows name no device (no device id in the export): analysed as GPU 0, the one GPU the export "
+            "describes that no other row ran on") in t.notes
 
 
 # --------------------------------------------------------------------------- 3. int-string limit

@@ -37,7 +37,7 @@ def test_nvidia_ambiguous_boards_are_stated_with_candidates():
     found = identify("nvidia", "8.0", 108, 84990623744)  # SXM4 or PCIe: different bandwidths
     assert found.spec is None
     assert set(found.candidates) == {"NVIDIA A100 SXM4 80GB", "NVIDIA A100 PCIe 80GB"}
-    assert found.how.startswith("ambiguous: deviceProperties (compute capability 8.0, 108 SMs, 79 GiB)")
+    assert found.how.startswith("ambiguous: deviceProperties (compute capability 8.0, 108 SMs, 79.2 GiB)")
     assert identify("nvidia", "9.0", 132, 85018279936).spec.name == "h100-sxm"
 
 

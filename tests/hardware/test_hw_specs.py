@@ -131,7 +131,7 @@ def test_with_measured_bandwidth() -> None:
     assert measured.memory_bandwidth_bps == 1.4e12
     assert measured.peaks == base.peaks
     assert "profiler" in measured.sources["memory_bandwidth"]
-    assert any("1400.0 GB/s" in n for n in measured.notes)
+    assert any("Memory bandwidth 1.4 TB/s as reported by the profiler (datasheet: 1.55 TB/s)" in n for n in measured.notes)
     assert base.memory_bandwidth_bps == 1555e9  # the cached spec is untouched
     assert hardware.with_measured_bandwidth(base, 0.0) is base
     assert hardware.with_measured_bandwidth(base, float("nan")) is base

@@ -234,7 +234,10 @@ def test_missing_optional_columns_read_as_unknown(tmp_path):
     t = read_nsys_sqlite(p)
     g = t.gpu
     assert (g.start_ns[0], g.end_ns[0]) == (100, 250)
-    assert g.device[0] == -1 and g.stream[0] == -1 and g.grid[0] == -1 and g.full_name[0] == -1
+    assert g.stream[0] == -1 and g.grid[0] == -1 and g.full_name[0] == -1
+    # no deviceId: an index of its own, never the host CPU's -1
+    assert g.device[0] == 0 and t.notes[-1] == \
+        "1 GPU row names no device (no device id in the export): analysed as GPU 0, an index of their own"
     assert g.api[0] == 0  # no globalPid: the correlation decides (one process)
     assert t.api.pid[0] == -1 and t.strings[t.api.name[0]] == "cuLaunchKernel"
     assert t.meta["nsys.version_source"] == "schema features"

@@ -18,9 +18,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from traceclass import hardware
+from traceclass import hardware, units
 from traceclass.hardware.identify import identify
-from traceclass.model import DeviceInfo, Trace
+from traceclass.model import HOST_DEVICE, DeviceInfo, Trace
 
 #: ``ResolvedDevice.how`` of a partial spec built from the export alone.
 FROM_EXPORT = "not in the table; memory bandwidth from the export, no compute peaks"
@@ -28,14 +28,15 @@ FROM_EXPORT = "not in the table; memory bandwidth from the export, no compute pe
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedDevice:
-    index: int  # trace device index; -1 for the host CPU
+    index: int  # trace device index; HOST_DEVICE (-1) for the host CPU
     reported_name: str
     spec: hardware.DeviceSpec | None
     how: str  # "detected", "--device override", FROM_EXPORT, "unknown", ...
 
 
 def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str | None = None) -> dict[int, ResolvedDevice]:
-    """Spec per GPU device index used in the trace, plus the host CPU under index -1."""
+    """Spec per GPU device index used in the trace, plus the host CPU under :data:`HOST_DEVICE`
+    (no GPU row carries it: :func:`traceclass.model.trace.known_gpu_devices`)."""
     out: dict[int, ResolvedDevice] = {}
     used = set(int(x) for x in set(trace.gpu.device.tolist())) if len(trace.gpu) else set()
     forced = hardware.get(override) if override else None
@@ -66,7 +67,7 @@ def resolve_devices(trace: Trace, override: str | None = None, cpu_override: str
         if u not in out:
             out[u] = ResolvedDevice(u, "", forced, "--device override" if forced else "unknown")
     cpu = hardware.get(cpu_override, option="--cpu") if cpu_override else hardware.default_cpu()
-    out[-1] = ResolvedDevice(-1, "host CPU", cpu, "--cpu override" if cpu_override else "assumed")
+    out[HOST_DEVICE] = ResolvedDevice(HOST_DEVICE, "host CPU", cpu, "--cpu override" if cpu_override else "assumed")
     return out
 
 
@@ -79,11 +80,11 @@ def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
         return None
     shown = d.name.strip() or f"GPU {d.index}"
     name = f"{shown} (bandwidth from the export)"
-    facts = [f"{bps / 1e9:.1f} GB/s memory bandwidth"]
+    facts = [f"{units.byte_rate(bps)} memory bandwidth"]
     if d.sm_count:
         facts.append(f"{d.sm_count} SMs")
     if d.clock_hz:
-        facts.append(f"{d.clock_hz / 1e9:.2f} GHz")
+        facts.append(units.frequency(d.clock_hz))
     if d.compute_capability:
         facts.append(f"compute capability {d.compute_capability}")
     note = (f"{shown!r} matches no entry of the hardware table; the export reports "
@@ -105,10 +106,10 @@ def bandwidth_only_spec(d: DeviceInfo) -> hardware.DeviceSpec | None:
 
 
 def modal_device(devices: np.ndarray) -> int:
-    """The device most of these GPU rows ran on; -1 (unknown) counts as a value like any
-    other, so rows whose export names no device (an nsys export without ``deviceId``, a Kineto
-    kernel without ``pid``) never break the count, and -1 when there are no rows."""
+    """The device most of these GPU rows ran on, and :data:`HOST_DEVICE` when there are none
+    (an op without GPU work runs on the host). Rows whose export names no device have an index
+    of their own (:func:`traceclass.model.trace.known_gpu_devices`), so they count like any other."""
     if len(devices) == 0:
-        return -1
+        return HOST_DEVICE
     values, counts = np.unique(np.asarray(devices, dtype=np.int64), return_counts=True)
     return int(values[int(np.argmax(counts))])

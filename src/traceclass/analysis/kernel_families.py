@@ -38,9 +38,12 @@ _FAMILIES: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "conv",
+        # cuDNN's and MIOpen's own names mostly mean convolution, but not their batch-norm
+        # kernels (cudnn::bn_fw_tr_1C11_kernel_NCHW, cudnn::batchnorm_fwtr_nhwc_semiPersist,
+        # MIOpenBatchNormBwdSpatial): those fall through to ``norm``
         re.compile(
-            r"(?i)conv|implicit_gemm|cudnn::|miopen|wgrad|dgrad|fprop|xmma_fprop|"
-            r"igemm|winograd|im2col|col2im"
+            r"(?i)conv|implicit_gemm|cudnn::(?!(?:\w+::)*(?:bn_|batchnorm))|miopen(?!batchnorm)|wgrad|dgrad|fprop|"
+            r"xmma_fprop|igemm|winograd|im2col|col2im"
         ),
     ),
     (

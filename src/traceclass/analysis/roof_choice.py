@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from traceclass import units
 from traceclass.analysis.kernel_precision import describe, kernel_path
 from traceclass.analysis.roofline import UNCLASSIFIED, Point, Roof, classify
 from traceclass.model import CopyKind, GpuKind, Trace
@@ -120,11 +121,11 @@ def suspect_note(point: Point, roof: Roof | None) -> str:
     parts = []
     if point.achieved_flops_per_s and roof.peak_flops and point.achieved_flops_per_s > roof.peak_flops:
         parts.append(f"the {roof.precision} {roof.unit} peak of {roof.device} "
-                     f"({roof.peak_flops / 1e12:.3g} TFLOP/s; measured {point.achieved_flops_per_s / 1e12:.3g})")
+                     f"({units.flop_rate(roof.peak_flops)}; measured {units.flop_rate(point.achieved_flops_per_s)})")
     if point.achieved_bytes_per_s and roof.bandwidth_bps and point.achieved_bytes_per_s > roof.bandwidth_bps:
         what = "host link bandwidth" if roof.unit == "link" else "memory bandwidth"
-        parts.append(f"the {what} of {roof.device} ({roof.bandwidth_bps / 1e9:.4g} GB/s; measured "
-                     f"{point.achieved_bytes_per_s / 1e9:.4g} GB/s of ideal traffic)")
+        parts.append(f"the {what} of {roof.device} ({units.byte_rate(roof.bandwidth_bps)}; measured "
+                     f"{units.byte_rate(point.achieved_bytes_per_s)} of ideal traffic)")
     if not parts:
         parts.append(f"the {roof.precision} {roof.unit} roof of {roof.device} at this intensity")
     cpu = roof.device.startswith("cpu")
@@ -231,8 +232,8 @@ def judge_cpu_op(trace: Trace, flops: float, nbytes: float, precision: str, unit
                          "this CPU: the op ran intra-op threads the profiler does not record (pass --cpu "
                          "NAME:CORES); no label")
         else:
-            notes.append(f"achieved beats the CPU memory roof ({roof.bandwidth_bps / 1e9:.4g} GB/s of DRAM, "
-                         f"measured {(point.achieved_bytes_per_s or 0) / 1e9:.4g} GB/s of ideal traffic): the working "
+            notes.append(f"achieved beats the CPU memory roof ({units.byte_rate(roof.bandwidth_bps)} of DRAM, "
+                         f"measured {units.byte_rate(point.achieved_bytes_per_s or 0)} of ideal traffic): the working "
                          "set was served from caches; suspect figure: the DRAM bandwidth for this op; no label"
                          if roof is not None else "achieved beats the CPU roof; no label")
         point = dataclasses.replace(point, pct_of_roof=None, gap_ns=None, bound=UNCLASSIFIED)

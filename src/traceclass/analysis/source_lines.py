@@ -16,7 +16,6 @@ import re
 import numpy as np
 
 from traceclass.model import Trace
-from traceclass.model.nesting import innermost_containing
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(
@@ -38,14 +37,6 @@ def is_user_frame(name: str) -> bool:
     if parsed is None:
         return False
     return _LIBRARY.search(parsed[0]) is None
-
-
-def frame_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Innermost Python frame row containing each point, -1 where none."""
-    py = trace.python
-    if len(py) == 0 or len(t) == 0:
-        return np.full(len(t), -1, dtype=np.int64)
-    return innermost_containing(py.pid, py.tid, py.start_ns, py.end_ns, py.depth, pid, tid, t)
 
 
 def source_for_points(trace: Trace, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> list[str | None]:

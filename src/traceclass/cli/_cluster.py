@@ -59,12 +59,14 @@ def run(args: argparse.Namespace) -> int:
     from traceclass.cluster import engine
     from traceclass.cluster.render import render_json, render_markdown
     from traceclass.cluster.report import build
+    from traceclass.registry import check_selection
 
     files = args.trace_files
     for f in files:
         if not os.path.isfile(f):
             raise TraceFormatError(f, "no such file")
     cfg = config_from_args(args)
+    check_selection(cfg.select, cfg.ignore, one_trace=False)  # before any rank is read
     fmt = "issue" if args.issue else (args.format or ("json" if (args.output or "").lower().endswith(".json") else "md"))
     if args.issue and args.format not in (None, "issue"):
         raise ConfigError(f"--issue produces markdown; drop --format {args.format}")

@@ -89,9 +89,11 @@ def run(args: argparse.Namespace) -> int:
         if _cluster.is_cluster(args):
             return _cluster.run(args)
         args.trace = args.trace_files[0]
+    from traceclass.registry import check_selection
     from traceclass.render.renderers import for_path, renderer
 
     cfg = config_from_args(args)
+    check_selection(cfg.select, cfg.ignore, one_trace=True)  # before the trace is read
     if args.issue and args.format not in (None, "issue"):
         raise ConfigError(f"--issue produces markdown; drop --format {args.format}")
     if args.issue or args.format:

@@ -59,7 +59,7 @@ def summarize_path(path: str, config: Any = None, per_rank_dir: str | None = Non
         from traceclass.ingest import load
 
         trace = load(path)
-        analysis, report = run(trace, config)
+        analysis, report = run(trace, config, one_trace=False)
         out = summarize(trace, analysis, report)
         if per_rank_dir:
             from traceclass.render.markdown import render as render_md

@@ -24,6 +24,7 @@ from traceclass.cluster.links import link_peak
 from traceclass.cluster.match import match
 from traceclass.cluster.rules import CLUSTER_RULES
 from traceclass.cluster.stragglers import RankVerdict, judge
+from traceclass.registry import selected_cluster
 from traceclass.rule import SEVERITIES
 
 SCHEMA_VERSION = 1
@@ -109,12 +110,8 @@ def build(summaries: Sequence[dict[str, Any]], link_gbps: float | None = None,
         })
     ctx = _Ctx(ranks, verdict, table, peak)
     findings = []
-    for info, check in CLUSTER_RULES:
-        if select and not any(info.code.startswith(x) for x in select):
-            continue
-        if any(info.code.startswith(x) for x in ignore):
-            continue
-        findings += check(ctx, th[info.code])
+    for rule in selected_cluster(tuple(select), tuple(ignore)):
+        findings += rule.check(ctx, th[rule.info.code])
     findings.sort(key=lambda f: (-f.recoverable_ns, f.code))
     merged = merge_findings(sums)
     dur = np.where(st.use[:, None] & times.present, times.end - times.start, 0)

@@ -105,7 +105,7 @@ def cpu_diff(b: CpuRun, c: CpuRun) -> CpuDiff:
     if lengths_differ:
         assert tb and tc
         notes.append(f"the recordings differ in length ({'all sampled time' if unit == 'ns' else 'sample count'} "
-                     f"{units.signed_pct(100.0 * (tc - tb) / tb)}): every value moves with it, so compare shares")
+                     f"{units.signed_pct(100.0 * (tc - tb) / tb, 0)}): every value moves with it, so compare shares")
 
     hot: list[CpuRowDelta] = []
     cb = {h.key: h for h in b.hot_spots}

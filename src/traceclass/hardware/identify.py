@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from traceclass import units
 from traceclass.hardware.lookup import _fits
 from traceclass.hardware.specs import DeviceSpec, _table
 
@@ -69,7 +70,7 @@ def _facts(arch: str, sm_count: int | None, memory_bytes: int | None) -> str:
     if sm_count:
         parts.append(f"{sm_count} {'CUs' if arch.startswith('gfx') else 'SMs'}")
     if memory_bytes:
-        parts.append(f"{memory_bytes / 2**30:.0f} GiB")
+        parts.append(units.binary_size(memory_bytes))
     return ", ".join(parts)
 
 

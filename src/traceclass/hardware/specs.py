@@ -15,6 +15,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from traceclass import units
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -194,7 +195,7 @@ def _cpu_spec(name: str, base: _CpuBase, cores: int, clock_hz: float | None,
     peaks = {k: v * clock * cores for k, v in base.flops_per_cycle.items()}
     cites = dict(base.sources)
     for k in peaks:
-        cites[k] = f"{cites[k]} (x {clock / 1e9:g} GHz x {cores} core{'s' if cores != 1 else ''})"
+        cites[k] = f"{cites[k]} (x {units.frequency(clock)} x {cores} core{'s' if cores != 1 else ''})"
     if bandwidth is None:
         bandwidth = base.memory_channels * base.memory_channel_bps
         cites["memory_bandwidth"] = f"{cites['memory_bandwidth']} (x {base.memory_channels} channels, any core count)"
@@ -202,7 +203,7 @@ def _cpu_spec(name: str, base: _CpuBase, cores: int, clock_hz: float | None,
         cites["memory_bandwidth"] = "given by the caller"
     return DeviceSpec(
         name=name if cores == 1 else f"{name}:{cores}",
-        label=f"{base.label}, {cores} core{'s' if cores != 1 else ''} @ {clock / 1e9:g} GHz",
+        label=f"{base.label}, {cores} core{'s' if cores != 1 else ''} @ {units.frequency(clock)}",
         vendor=base.vendor,
         memory_bandwidth_bps=float(bandwidth),
         peaks=MappingProxyType(peaks),
@@ -280,8 +281,8 @@ def with_measured_bandwidth(spec: DeviceSpec, bps: float) -> DeviceSpec:
         return spec
     sources = dict(spec.sources)
     sources["memory_bandwidth"] = "reported by the profiler for this device"
-    note = (f"Memory bandwidth {bps / 1e9:.1f} GB/s as reported by the profiler "
-            f"(datasheet: {spec.memory_bandwidth_bps / 1e9:.1f} GB/s).")
+    note = (f"Memory bandwidth {units.byte_rate(bps)} as reported by the profiler "
+            f"(datasheet: {units.byte_rate(spec.memory_bandwidth_bps)}).")
     return dataclasses.replace(spec, memory_bandwidth_bps=float(bps), sources=MappingProxyType(sources),
                                notes=spec.notes + (note,))
 

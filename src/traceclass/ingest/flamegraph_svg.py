@@ -25,6 +25,7 @@ import shlex
 import numpy as np
 import pandas as pd
 
+from traceclass import units
 from traceclass.errors import TraceFormatError
 from traceclass.ingest.collapsed import _thread_for_roots
 from traceclass.ingest.frametext import parse_frame, parse_pseudo
@@ -163,7 +164,7 @@ def read_flamegraph_svg(path: str, data: bytes) -> Trace:
         interval_ns = int(round(1e9 / flags["rate"]))
         # each sample stands for one interval, as in py-spy's speedscope output
         samples = samples.replace(weight_ns=samples.count.astype(np.int64) * interval_ns)
-        notes.append(f"sampling rate {flags['rate']:g} Hz from py-spy's command line in the SVG title")
+        notes.append(f"sampling rate {units.frequency(flags['rate'])} from py-spy's command line in the SVG title")
     else:
         notes.append(
             "the SVG does not record the sampling rate: values are samples"

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from traceclass import units
 from traceclass.ingest.sourcelines import attach_source_lines
 from traceclass.ingest.stacks import FrameInterner, TrieBuilder
 from traceclass.model import (
@@ -121,7 +122,7 @@ def with_sample_rate(trace: Trace, hz: float | None) -> Trace:
         note = f"--rate {hz:g} ignored: the file records its own sampling interval or sample weights"
         return trace.replace(notes=trace.notes + (note,))
     samples = trace.samples.replace(weight_ns=trace.samples.count.astype(np.int64) * interval)
-    note = f"sampling rate {hz:g} Hz from --rate: each sample stands for {interval:,} ns"
+    note = f"sampling rate {units.frequency(hz)} from --rate: each sample stands for {interval:,} ns"
     return trace.replace(
         samples=samples,
         sampling=dataclasses.replace(s, interval_ns=interval),

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Optional
 
+from traceclass import units
 from traceclass.errors import TraceFormatError
 
 Progress = Optional[Callable[[str, int, int], None]]  # (phase, done, total)
@@ -169,7 +170,7 @@ def read_bytes(
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 1 << 30 else f"{n / 2**20:.0f} MiB"
+    return units.binary_size(n)
 
 
 def _read_plain(p: Path, fh, head: bytes, size: int, progress: Progress, limit: int) -> bytes:  # type: ignore[no-untyped-def]

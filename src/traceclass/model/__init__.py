@@ -23,9 +23,10 @@ from traceclass.model.tables import (
     StackNodes,
     Threads,
 )
-from traceclass.model.trace import DeviceInfo, SamplingInfo, SourceInfo, Trace
+from traceclass.model.trace import HOST_DEVICE, DeviceInfo, SamplingInfo, SourceInfo, Trace
 
 __all__ = [
+    "HOST_DEVICE",
     "AnnotationKind",
     "Annotations",
     "ApiCalls",

@@ -24,6 +24,11 @@ from traceclass.model.tables import (
 )
 
 
+#: Device index of the host CPU wherever GPU and host share an index space (resolved hardware,
+#: op groups, report hardware rows). A GPU row never carries it: see :func:`known_gpu_devices`.
+HOST_DEVICE = -1
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
     """One accelerator (or the host CPU) as the trace describes it."""
@@ -36,6 +41,37 @@ class DeviceInfo:
     compute_capability: str | None = None  # "9.0" NVIDIA; "gfx 9.4" AMD
     memory_bandwidth_bps: float | None = None  # measured/reported by the profiler, bytes/s
     clock_hz: float | None = None
+
+
+def known_gpu_devices(devices: tuple[DeviceInfo, ...], gpu: GpuActivity
+                      ) -> tuple[tuple[DeviceInfo, ...], GpuActivity, str]:
+    """GPU rows whose export names no device (a Kineto kernel without ``device`` arg and with no
+    or a negative pid, an nsys row without ``deviceId``) read as a negative index, -1 mostly,
+    which is :data:`HOST_DEVICE`: left so, they would be judged against the host CPU, and
+    analyses that take a negative device for the host would call their ops host work.
+
+    They go to the one GPU the export describes (by name) that no other row ran on, when there
+    is exactly one (the Kineto reader's own rule for a single described device); else to the
+    lowest index nothing uses, where a device the reader filed under a negative index moves with
+    them. Returns (devices, gpu, note for the report)."""
+    unknown = gpu.device < 0
+    used = set(np.unique(gpu.device[~unknown]).tolist())
+    idle = [d.index for d in devices if d.index >= 0 and d.name and d.index not in used]
+    if len(idle) == 1:
+        index, why = idle[0], "the one GPU the export describes that no other row ran on"
+        moved = tuple(d for d in devices if d.index >= 0)
+    else:
+        taken = used | {d.index for d in devices if d.index >= 0}
+        index, why = next(k for k in range(len(taken) + 1) if k not in taken), "an index of their own"
+        lost = sorted((d for d in devices if d.index < 0), key=lambda d: not d.name)  # a named one first
+        moved = tuple(d for d in devices if d.index >= 0) + tuple(dataclasses.replace(d, index=index) for d in lost[:1])
+        if lost and lost[0].name:  # the reader matched the one described device to these rows
+            why = "the one GPU the export describes that no other row ran on"
+    rows = dataclasses.replace(gpu, device=np.where(unknown, index, gpu.device))
+    n = int(unknown.sum())
+    note = (f"{n:,} GPU row{'s' if n != 1 else ''} name{'' if n != 1 else 's'} no device "
+            f"(no device id in the export): analysed as GPU {index}, {why}")
+    return moved, rows, note
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +131,11 @@ class Trace:
     def __post_init__(self) -> None:
         # an unknown kind is a reader bug: Captured() raises on it
         object.__setattr__(self, "captured", frozenset(Captured(c) for c in self.captured))
+        if len(self.gpu) and (self.gpu.device < 0).any():
+            devices, gpu, note = known_gpu_devices(self.devices, self.gpu)
+            object.__setattr__(self, "devices", devices)
+            object.__setattr__(self, "gpu", gpu)
+            object.__setattr__(self, "notes", self.notes + (note,))
 
     def replace(self, **changes: Any) -> "Trace":
         return dataclasses.replace(self, **changes)

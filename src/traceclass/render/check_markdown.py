@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from traceclass import units
-from traceclass.render.diff_markdown import TEST_SHORT, delta_text, signed_pct, table_lines, value, when_text
+from traceclass.render.diff_markdown import TEST_SHORT, delta_text, table_lines, value, when_text
 from traceclass.render.escape import clean, code
 
 
@@ -19,7 +19,7 @@ def _check_delta(r: Mapping[str, Any]) -> str:
         return "—"
     if r["unit"] == "pct":
         return delta_text({"delta": r["delta"], "unit": "pct"})
-    return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({signed_pct(r.get('delta_pct'))})"
+    return f"{delta_text({'delta': r['delta'], 'unit': r['unit']})} ({units.signed_pct(r.get('delta_pct'))})"
 
 
 def _count(n: int, word: str) -> str:

@@ -60,7 +60,7 @@ def _facts(cpu: CpuSection) -> list[str]:
     elif cpu.samples is not None:
         rate = ""
         if cpu.interval_ns:
-            rate = f" at {1e9 / cpu.interval_ns:.4g} Hz ({units.duration(cpu.interval_ns)} each)"
+            rate = f" at {units.frequency(1e9 / cpu.interval_ns)} ({units.duration(cpu.interval_ns)} each)"
         total = f" = {units.duration(cpu.total_ns)} of thread time" if cpu.total_ns is not None else ""
         out.append(f"- Source: {code(src)}; {what}; {cpu.samples:,} samples{rate}{total}.")
     else:

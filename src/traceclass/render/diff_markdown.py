@@ -24,26 +24,6 @@ TEST_SHORT = {"Mann-Whitney U": "MW", "Welch t": "Welch"}
 # --------------------------------------------------------------------------- numbers
 
 
-def _signed_duration(ns: float | None) -> str:
-    if ns is None:
-        return "—"
-    if abs(ns) < 0.5:  # rounds to 0 ns: no sign
-        ns = 0.0
-    return _sign(ns) + units.duration(abs(ns))
-
-
-def _sign(x: float) -> str:
-    return "+" if x > 0 else "−" if x < 0 else "±"
-
-
-def signed_pct(x: float | None, digits: int = 1, suffix: str = "%") -> str:
-    """``+30.0%``; a change that rounds to zero is ``±0.0%``, never ``−0.0%``."""
-    if x is None:
-        return "—"
-    r = round(x, digits)
-    return _sign(r) + f"{abs(r):.{digits}f}{suffix}"
-
-
 def value(v: float | None, unit: str) -> str:
     if v is None:
         return "—"
@@ -63,20 +43,20 @@ def delta_text(d: Mapping[str, Any]) -> str:
     if x is None:
         return "—"
     if d["unit"] == "ns":
-        return _signed_duration(x)
+        return units.signed_duration(x)
     if d["unit"] == "bytes":
-        return _sign(x) + units.size(abs(x))
+        return units.sign(x) + units.size(abs(x))
     if d["unit"] == "pct":
-        return signed_pct(x, 1, " pp")
+        return units.signed_pct(x, 1, " pp")
     if d["unit"] == "samples":
-        return _sign(round(x)) + value(abs(x), "samples")
+        return units.sign(round(x)) + value(abs(x), "samples")
     return f"{x:+.3g}"
 
 
 def delta_pct_text(d: Mapping[str, Any]) -> str:
     if d.get("unit") == "pct":
         return "—"  # shares: the delta is already in percentage points
-    return signed_pct(d.get("delta_pct"))
+    return units.signed_pct(d.get("delta_pct"))
 
 
 def test_text(d: Mapping[str, Any]) -> str:
@@ -149,7 +129,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
             head = f"Candidate is {how} per step (P50 {value(b, 'ns')} → {value(c, 'ns')})"
         else:
             head = (f"No step-time change beyond noise (P50 {value(b, 'ns')} → {value(c, 'ns')}, "
-                    f"{signed_pct(p['delta_pct'])})")
+                    f"{units.signed_pct(p['delta_pct'])})")
         if n["noise_known"] and n["test"] != "none":
             if label in ("faster", "slower"):
                 head += f", beyond noise ({_p_clause(n)}, {n['n_baseline']} vs {n['n_candidate']} steps)"
@@ -171,7 +151,7 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                 if k:
                     sent.append(("text", ", then " if k == 1 else ", "))
                 sent += _op_label(o)
-                bits = [f"{_signed_duration(o['per_step']['delta'])} per step"]
+                bits = [f"{units.signed_duration(o['per_step']['delta'])} per step"]
                 if ctr.get("share_pct") is not None:
                     bits.append(f"{units.pct(ctr['share_pct'], 0)} of the change")
                 if o["status"] == "vanished":
@@ -196,10 +176,10 @@ def verdict_segments(d: Mapping[str, Any]) -> list[list[Segment]]:
                 s += [("text", " on "), ("name", r["detail"])]
             dd = r["delta"]
             unknown = "" if dd["noise"]["noise_known"] else ", noise unknown"
-            pct = "new in the candidate" if not dd["baseline"] else signed_pct(dd["delta_pct"])
+            pct = "new in the candidate" if not dd["baseline"] else units.signed_pct(dd["delta_pct"])
             per = "P50 " if r["what"] == "stage" else ""
             tail = "" if r["what"] == "stage" else " in the window" if no_markers else " per step"
-            s.append(("text", f" {per}by {_signed_duration(dd['delta'])}{tail} ({pct}{unknown})"))
+            s.append(("text", f" {per}by {units.signed_duration(dd['delta'])}{tail} ({pct}{unknown})"))
         if len(regs) > 3:
             s.append(("text", f"; and {len(regs) - 3} more (tables below)"))
         s.append(("text", "."))
@@ -243,7 +223,7 @@ def _cpu_sentences(d: Mapping[str, Any]) -> list[list[Segment]]:
             f"{_CPU_UNIT_WORDS.get(cpu['unit'], cpu['unit'])}")
     if total["baseline"] is not None and total["candidate"] is not None:
         head += (f": {_TOTAL_WORDS.get(total['unit'], 'sample count')} {value(total['baseline'], total['unit'])} → "
-                 f"{value(total['candidate'], total['unit'])} ({signed_pct(total['delta_pct'])})")
+                 f"{value(total['candidate'], total['unit'])} ({units.signed_pct(total['delta_pct'])})")
     rule = f"{cpu['rule_pct']:g}"
     if cpu.get("lengths_differ"):
         head += "; the recordings differ in length, so the shares tell more than the times"
@@ -283,7 +263,7 @@ def _cpu_change(r: Mapping[str, Any]) -> str:
     if v["baseline"] is None or v["candidate"] is None:
         text = f"share {share} ({delta_text(sh)}"
     else:
-        pct = signed_pct(v["delta_pct"]) if v["delta_pct"] is not None else delta_text(v)
+        pct = units.signed_pct(v["delta_pct"]) if v["delta_pct"] is not None else delta_text(v)
         text = f"{value(v['baseline'], v['unit'])} → {value(v['candidate'], v['unit'])} ({pct}; share {share}"
     return text + (f", {tag})" if tag else ")")
 
@@ -293,7 +273,7 @@ def _window_sentence(step: Mapping[str, Any], no_markers: Sequence[str]) -> str:
     who = "either run" if len(no_markers) == 2 else f"the {no_markers[0]}"
     text = (f"No step markers in {who} (no ProfilerStep or NVTX step range): the profiler window stands in "
             f"for the step ({value(p['baseline'], 'ns')} → {value(p['candidate'], 'ns')}, "
-            f"{signed_pct(p['delta_pct'])}), and its length need not follow the work inside it")
+            f"{units.signed_pct(p['delta_pct'])}), and its length need not follow the work inside it")
     if len(no_markers) == 1:
         other = "candidate" if no_markers[0] == "baseline" else "baseline"
         text += f"; the {other}'s step is compared with a whole window, which is not a like-for-like step time"
@@ -305,7 +285,7 @@ def _change_text(dd: Mapping[str, Any]) -> str:
     n = dd["noise"]
     why = _p_clause(n) if (n["noise_known"] and n["test"] != "none") else "noise unknown"
     return (f"{value(dd['baseline'], dd['unit'])} → {value(dd['candidate'], dd['unit'])} "
-            f"({signed_pct(dd['delta_pct'])}, {why})")
+            f"({units.signed_pct(dd['delta_pct'])}, {why})")
 
 
 def _work_sentence(v: Mapping[str, Any]) -> list[Segment]:
@@ -546,7 +526,7 @@ def _cpu_markdown(cpu: Mapping[str, Any], top: int) -> list[str]:
     if t["baseline"] is not None and t["candidate"] is not None:
         L += [f"{_TOTAL_WORDS.get(t['unit'], 'sample count').capitalize()}: {value(t['baseline'], t['unit'])} → "
               f"{value(t['candidate'], t['unit'])} "
-              f"({delta_text(t)}, {signed_pct(t['delta_pct'])}).", ""]
+              f"({delta_text(t)}, {units.signed_pct(t['delta_pct'])}).", ""]
     hot = cpu["hot_spots"]
     L += ["### Hot spots (self time)", "", "Matched by function, file and line.", ""]
     if hot:
@@ -596,4 +576,4 @@ def render_json(d: Mapping[str, Any]) -> str:
 
 
 __all__ = ["render_markdown", "render_json", "verdict_plain", "verdict_segments", "value", "delta_text", "test_text",
-           "signed_pct", "table_lines", "when_text", "TEST_SHORT"]
+           "table_lines", "when_text", "TEST_SHORT"]
