@@ -73,25 +73,38 @@ class StringTable:
         return arr[np.where(codes < 0, len(arr) - 1, codes)]
 
     def mask(self, codes: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
-        """Boolean mask over ``codes``: ``predicate`` evaluated once per distinct string, on
+        """Boolean mask over ``codes``: ``predicate`` evaluated once per distinct string among
+        them (not per string of the table: a rule asks about one group's rows many times), on
         its first :data:`~traceclass.model.names.NAME_SCAN_LIMIT` characters (predicates
         classify names; a hostile 10 MB name must not cost each of them seconds)."""
         from traceclass.model.names import NAME_SCAN_LIMIT
 
-        per_string = np.fromiter(
-            (bool(predicate(s[:NAME_SCAN_LIMIT])) for s in self._values), dtype=bool, count=len(self._values)
+        codes, slots, present = self._present(codes)
+        per_string = np.zeros(len(self._values) + 1, dtype=bool)  # the last slot serves -1: False
+        values = self._values
+        present = present[present < len(values)]
+        per_string[present] = np.fromiter(
+            (bool(predicate(values[c][:NAME_SCAN_LIMIT])) for c in present.tolist()), dtype=bool, count=len(present)
         )
-        per_string = np.append(per_string, False)  # code -1
-        codes = np.asarray(codes)
-        return per_string[np.where(codes < 0, len(per_string) - 1, codes)]
+        return per_string[slots]
 
     def map(self, codes: np.ndarray, fn: Callable[[str], int], dtype: object = np.int64) -> np.ndarray:
-        """Integer value per row computed once per distinct string (-1 code -> fn(""))."""
-        per_string = np.fromiter(
-            (fn(s) for s in self._values + [""]), dtype=dtype, count=len(self._values) + 1
-        )
+        """Integer value per row computed once per distinct string among ``codes`` (-1 code ->
+        fn(""))."""
+        codes, slots, present = self._present(codes)
+        values = self._values + [""]
+        per_string = np.zeros(len(values), dtype=dtype)
+        per_string[present] = np.fromiter((fn(values[c]) for c in present.tolist()), dtype=dtype, count=len(present))
+        return per_string[slots]
+
+    def _present(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, their slots with -1 -> the last slot, the distinct slots in use), in O(rows +
+        strings) without sorting."""
         codes = np.asarray(codes)
-        return per_string[np.where(codes < 0, len(per_string) - 1, codes)]
+        slots = np.where(codes < 0, len(self._values), codes)
+        used = np.zeros(len(self._values) + 1, dtype=bool)
+        used[slots] = True
+        return codes, slots, np.flatnonzero(used)
 
 
 Dims = tuple[int, ...]
