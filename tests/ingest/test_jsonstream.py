@@ -99,7 +99,7 @@ def test_typed_runs_are_cut_at_run_size_and_fall_back_to_raw_slices(monkeypatch)
         seen.append(len(text))
         return msgspec.json.decode(text)  # refuses a cut inside a string, as a reader's decoder does
 
-    run_, used = jsonstream._cut(buf, decode)
+    run_, used = jsonstream._cut(buf, 0, decode)
     assert isinstance(run_, jsonstream.DecodedRun)
     assert 0 < used <= 400 and seen[-1] == used + 2  # "[" + the cut + "]"
     assert list(run_) == evs[: len(run_)] and run_.text == b"[" + buf[:used] + b"]"
@@ -107,7 +107,7 @@ def test_typed_runs_are_cut_at_run_size_and_fall_back_to_raw_slices(monkeypatch)
     def refuse(text):
         raise msgspec.ValidationError("not this type")
 
-    raw, used2 = jsonstream._cut(buf, refuse)  # the reader's own recovery gets the raw slices
+    raw, used2 = jsonstream._cut(buf, 0, refuse)  # the reader's own recovery gets the raw slices
     assert not isinstance(raw, jsonstream.DecodedRun) and used2 == used
     assert [json.loads(bytes(r)) for r in raw] == list(run_)
 

@@ -26,7 +26,7 @@ from traceclass.ingest.source import GZIP_MAGIC, GZIP_RATIO_GRACE, MAX_GZIP_RATI
 BLOCK = 16 << 20
 #: Bytes per run of events (about): a reader builds its columns faster from a few MB of
 #: events at a time (they stay in cache) than from a whole block, and holds less.
-RUN = 4 << 20
+RUN = 1 << 20
 #: The ``traceEvents`` key must start within this many bytes.
 HEAD_LIMIT = 64 << 20
 #: Plain files above this size are streamed (gzip files above a 16th of it): streaming holds
@@ -118,36 +118,37 @@ def _find_events_start(head: bytes, key: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _cut(buf: bytes, decode: Callable[[bytes], list[Any]] | None = None) -> tuple[list[Any], int]:
-    """The longest run of whole events at the start of ``buf``: (events, bytes used). The
+def _cut(buf: bytes, start: int = 0, decode: Callable[[bytes], list[Any]] | None = None) -> tuple[list[Any], int]:
+    """The longest run of whole events in ``buf`` from ``start``: (events, bytes used). The
     events are raw slices, or a :class:`DecodedRun` when ``decode`` (a reader's typed decoder)
     accepts the run's text; when it refuses, the raw slices still tell whether the cut is sound
     (the reader then decodes them with its own recovery, e.g. for invalid UTF-8). Runs are
     kept to about :data:`RUN` bytes when an event boundary allows."""
-    if len(buf) > RUN:
-        evs, used = _cut_before(buf, RUN, decode)
+    if len(buf) - start > RUN:
+        evs, used = _cut_before(buf, start, start + RUN, decode)
         if used:
             return evs, used
-    return _cut_before(buf, len(buf), decode)
+    return _cut_before(buf, start, len(buf), decode)
 
 
-def _cut_before(buf: bytes, end: int, decode: Callable[[bytes], list[Any]] | None) -> tuple[list[Any], int]:
+def _cut_before(buf: bytes, start: int, end: int,
+                decode: Callable[[bytes], list[Any]] | None) -> tuple[list[Any], int]:
     tries = 0
     while tries < 64:
-        k = buf.rfind(b"}", 0, end)
+        k = buf.rfind(b"}", start, end)
         if k < 0:
             return [], 0
         nxt = _strip_ws(buf, k + 1)
         if nxt < len(buf) and buf[nxt] in b",]":
             tries += 1
-            text = b"[" + buf[: k + 1] + b"]"
+            text = b"[" + buf[start: k + 1] + b"]"
             if decode is not None:
                 try:
-                    return DecodedRun(decode(text), text), k + 1
+                    return DecodedRun(decode(text), text), k + 1 - start
                 except msgspec.MsgspecError:
                     pass
             try:
-                return _RawList.decode(text), k + 1
+                return _RawList.decode(text), k + 1 - start
             except msgspec.DecodeError:
                 pass
         end = k
@@ -197,23 +198,24 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int = BL
 
 def _events(path: str, buf: bytes, blocks: Iterator[bytes], container: Container) -> Iterator[list[msgspec.Raw]]:
     eof = False
+    pos = 0  # where the unread events start: runs are cut from buf without copying its rest
     while True:
-        i = _strip_ws(buf)
+        i = _strip_ws(buf, pos)
         if buf[i:i + 1] == b",":
             i = _strip_ws(buf, i + 1)
         if buf[i:i + 1] == b"]":
             _tail(path, buf[i + 1:], blocks, container)
             return
-        buf = buf[i:]
-        evs, used = _cut(buf, container.decode_run) if buf else ([], 0)
+        pos = i
+        evs, used = _cut(buf, pos, container.decode_run) if pos < len(buf) else ([], 0)
         if evs:
-            buf = buf[used:]
+            pos += used
             yield evs
             continue
-        if len(buf) > 4 * max(BLOCK, 1 << 20):  # no whole event in MBs: damaged, not a huge event
+        if len(buf) - pos > 4 * max(BLOCK, 1 << 20):  # no whole event in MBs: damaged, not a huge event
             raise StreamUnsupported("no valid event boundary in the block")
         if eof:
-            if container.bare and not buf.strip():
+            if container.bare and not buf[pos:].strip():
                 container.repaired = "file was truncated; the events before the cut were read"
                 return
             raise StreamUnsupported("truncated or invalid JSON in the events")
@@ -221,7 +223,7 @@ def _events(path: str, buf: bytes, blocks: Iterator[bytes], container: Container
         if piece is None:
             eof = True
         else:
-            buf += piece
+            buf, pos = buf[pos:] + piece, 0
 
 
 def _tail(path: str, rest: bytes, blocks: Iterator[bytes], container: Container) -> None:

@@ -46,7 +46,7 @@ from traceclass.model.link import link
 from traceclass.model.names import annotation_kind, short_kernel_name
 from traceclass.timings import stage
 
-CHUNK_EVENTS = 25_000
+CHUNK_EVENTS = 10_000
 #: Above this magnitude (us) a float64 no longer resolves 1 ns; ``ts`` is then parsed from text.
 EXACT_TS_LIMIT_US = float(1 << 43)
 #: |ts| or dur beyond this (us) cannot be int64 nanoseconds: such values are not times
