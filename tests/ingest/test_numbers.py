@@ -18,7 +18,7 @@ def _reference(text: bytes, scale: int) -> int | None:
         d = Decimal(text.decode())
     except (InvalidOperation, UnicodeDecodeError):
         return None
-    if not d.is_finite():
+    if not d.is_finite() or abs(d.adjusted()) > 40:  # far beyond int64 either way
         return None
     v = int((d * 10**scale).to_integral_value(ROUND_HALF_UP))
     return v if -LIMIT < v < LIMIT else None

@@ -133,7 +133,9 @@ def _parse_one(text: bytes, scale_exp: int) -> int | None:
         d = Decimal(text.strip().decode("ascii"))
     except (InvalidOperation, UnicodeDecodeError, ValueError):
         return None
-    if not d.is_finite() or abs(d.adjusted()) > 40:
+    if not d.is_finite() or d.adjusted() > 40:
         return None
+    if d.adjusted() < -40:
+        return 0  # rounds to zero at any scale we use
     v = int((d.scaleb(scale_exp)).to_integral_value(ROUND_HALF_UP))
     return v if -(1 << 62) < v < (1 << 62) else None  # beyond int64 ns: not a timestamp
