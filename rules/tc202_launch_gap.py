@@ -77,6 +77,7 @@ from traceclass.analysis.source_lines import source_for_points
 from traceclass.facts import gaps as fgaps
 from traceclass.facts import host as fhost
 from traceclass.facts import steps as fsteps
+from traceclass.keysums import group_sum
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC202", name="launch-gap", family=Family.LAUNCH,
@@ -177,11 +178,11 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, dev: int, ta
     # (the shared attribution) counts, minus the GPU-side gap that remains between queued kernels
     recoverable = int(np.maximum(claim[steady] - gap_causes.QUEUED_GAP_FLOOR_NS, 0).sum()) if cause == "launch-overhead" else 0
     n_steps = max(ctx.analysed.steps_count, 1)
-    per_step = []
-    for k in np.unique(step[step >= 0]).tolist():
-        m = step == k
-        per_step.append({"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": int(m.sum()),
-                         "gap_ns": int(length[m].sum())})
+    stepped = step >= 0
+    ks, gap_ns = group_sum(step[stepped], length[stepped])  # per step at once: steps grow with the trace
+    _, counts = group_sum(step[stepped], np.ones(int(stepped.sum()), np.int64))
+    per_step = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "gaps_count": c, "gap_ns": g}
+                for k, c, g in zip(ks.tolist(), counts.tolist(), gap_ns.tolist())]
     per = "in the trace (no steps)" if st.synthetic else f"{units.duration(total / n_steps)} per step"
     analysed = ctx.analysed_ns
     site = _site(ctx, gaps, sel[steady])

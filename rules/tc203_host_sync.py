@@ -75,6 +75,7 @@ from traceclass.facts import idle_causes as ic
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.facts import steps as fsteps
 from traceclass.facts import syncs as fsyncs
+from traceclass.keysums import group_sum
 from traceclass.model import ApiKind, GpuKind
 from traceclass.model.nesting import lookup2
 from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
@@ -180,8 +181,10 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
                     f"sync-per-launch, the host never runs ahead of the GPU")
     warm = sel[~steady]
-    per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": int((step == k).sum()),
-            "gpu_idle_ns": int(idle[sel[step == k]].sum())} for k in np.unique(step).tolist()]
+    ks, idle_ns = group_sum(step, idle[sel])  # per step at once: steps grow with the trace
+    _, counts = group_sum(step, np.ones(len(step), np.int64))
+    per = [{"step": st.names[k], "warmup": bool(st.warmup[k]), "syncs_count": c, "gpu_idle_ns": g}
+           for k, c, g in zip(ks.tolist(), counts.tolist(), idle_ns.tolist())]
     return Finding(
         title=f"Remove the host sync at {site}",
         severity=ctx.severity(recoverable),

@@ -130,6 +130,7 @@ def _windows(th: Mapping[str, Any], st: fsteps.Steps, gaps: fgaps.Gaps, analysed
     """Low windows of every step; ``steady`` ones lie in steps of the analysed time (not warm-up,
     not an empty step the stage analysis left out)."""
     busy = gaps.busy
+    coverage = tl.Coverage(busy)  # asked once per step: its prefix sums are built once
     out = []
     for k in range(len(st.names)):
         if st.synthetic:
@@ -141,7 +142,7 @@ def _windows(th: Mapping[str, Any], st: fsteps.Steps, gaps: fgaps.Gaps, analysed
         chunk = max(int(th["min_chunk_us"] * 1000), -(-(w1 - w0) // int(th["chunks_per_step"])))
         edges = np.r_[np.arange(w0, w1, chunk, dtype=np.int64), w1]
         lo, hi = edges[:-1], edges[1:]
-        b = tl.overlap_each(lo, hi, busy)
+        b = coverage.overlap_each(lo, hi)
         low = b * 100 < th["max_util_pct"] * (hi - lo)
         first = np.flatnonzero(low & np.r_[True, ~low[:-1]])
         last = np.flatnonzero(low & np.r_[~low[1:], True])
@@ -173,7 +174,7 @@ class _WindowIndex:
         self.seg_start = seg.start_ns[self.segs]
         self.seg_end = seg.end_ns[self.segs]
         self.seg_longest = int((self.seg_end - self.seg_start).max()) if len(self.segs) else 0
-        self.launch = seg.intervals(ic.LAUNCH_OVERHEAD, device)  # the same for every window
+        self.launch = tl.Coverage(seg.intervals(ic.LAUNCH_OVERHEAD, device))  # the same for every window
 
     def gpu_rows(self, s: int, e: int) -> np.ndarray:
         """Rows starting in [s, e), in start order."""
@@ -220,7 +221,7 @@ def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps
     both = is_short(gaps.prev_row[lo:hi]) & is_short(gaps.next_row[lo:hi])
     g0 = np.maximum(gaps.start_ns[lo:hi], s)[both]
     g1 = np.minimum(gaps.end_ns[lo:hi], e)[both]
-    between_short = int(tl.overlap_each(g0, np.maximum(g1, g0), index.launch).sum())
+    between_short = int(index.launch.overlap_each(g0, np.maximum(g1, g0)).sum())
     rows = index.gpu_rows(s, e)
     kern = rows[(gpu.kind[rows] == GpuKind.KERNEL) | (gpu.kind[rows] == GpuKind.MEMSET)]
     short = kern[is_short(kern)]

@@ -69,3 +69,17 @@ def test_duration_text_never_prints_1000_of_a_unit():
 
     assert [duration(x) for x in (999.4, 999.6, 99_960, 999_600, 999_600_000)] == \
         ["999 ns", "1 µs", "100 µs", "1 ms", "1 s"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_coverage_asked_many_times_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    b = _random(rng, rng.integers(1, 15))
+    mb = _mask(*b)
+    cov = tl.Coverage(tl.merge(*b))
+    for _ in range(5):  # one set, many questions (TC601 asks once per step and per window)
+        q = _random(rng, 8)
+        got = cov.overlap_each(*q)
+        assert got.tolist() == [int(mb[s:e].sum()) for s, e in zip(*q)]
+        assert got.tolist() == tl.overlap_each(q[0], q[1], tl.merge(*b)).tolist()
+    assert tl.Coverage(tl.empty()).overlap_each(np.array([0]), np.array([5])).tolist() == [0]

@@ -95,24 +95,40 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
     return merge(starts[keep], ends[keep])
 
 
-def overlap_each(starts: np.ndarray, ends: np.ndarray, cover: Intervals) -> np.ndarray:
-    """For each interval ``[starts[i], ends[i])``, the length covered by merged set ``cover``."""
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    if len(starts) == 0 or len(cover[0]) == 0:
-        return np.zeros(len(starts), dtype=np.int64)
-    cs, ce = cover
-    cum = np.r_[0, np.cumsum(ce - cs)]  # covered length before cover interval k
+class Coverage:
+    """A merged interval set with its prefix sums, so that the covered length of many
+    intervals, asked in many calls (one per window, per step), costs O(log n) each instead of
+    one pass over the set per call."""
 
-    def covered_before(t: np.ndarray) -> np.ndarray:
+    __slots__ = ("starts", "ends", "cum")
+
+    def __init__(self, cover: Intervals) -> None:
+        self.starts, self.ends = cover
+        self.cum = np.r_[0, np.cumsum(self.ends - self.starts)]  # covered length before interval k
+
+    def overlap_each(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """For each interval ``[starts[i], ends[i])``, the length the set covers."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        if len(starts) == 0 or len(self.starts) == 0:
+            return np.zeros(len(starts), dtype=np.int64)
+        return self._covered_before(ends) - self._covered_before(starts)
+
+    def _covered_before(self, t: np.ndarray) -> np.ndarray:
         # covered length in (-inf, t)
+        cs, ce = self.starts, self.ends
         k = np.searchsorted(cs, t, side="right")  # cover intervals starting at or before t
-        base = cum[k]
         last = np.maximum(k - 1, 0)
         partial = np.where(k > 0, np.clip(ce[last] - t, 0, None), 0)
-        return base - partial
+        return self.cum[k] - partial
 
-    return covered_before(ends) - covered_before(starts)
+
+def overlap_each(starts: np.ndarray, ends: np.ndarray, cover: Intervals) -> np.ndarray:
+    """For each interval ``[starts[i], ends[i])``, the length covered by merged set ``cover``
+    (one call; a caller asking about the same set again and again keeps a :class:`Coverage`)."""
+    if len(starts) == 0 or len(cover[0]) == 0:
+        return np.zeros(len(starts), dtype=np.int64)
+    return Coverage(cover).overlap_each(starts, ends)
 
 
 def gaps(iv: Intervals, lo: int | None = None, hi: int | None = None) -> Intervals:

@@ -43,11 +43,13 @@ from typing import Callable
 
 import numpy as np
 
+
 from traceclass.analysis.cpu_kinds import IDLE_EVIDENCE_SAMPLES, UNVERIFIED, SampleKinds, _thread_names, sample_kinds
 from traceclass.analysis.cpu_kinds import usable_source as usable_source  # re-exported for cpu_sites
 from traceclass.analysis.cpu_types import NO_FRAMES, NO_FRAMES_LABEL, CpuProfile, FrameStat, KindShare, ThreadProfile
 from traceclass.analysis.cpu_types import _thread_label
 from traceclass.analysis.frame_kinds import KIND_CODES, PRIORITY, WAITING, Classifier, label
+from traceclass.keysums import bincount_int, group_sum
 from traceclass.model import StackNodes, Trace
 from traceclass.model.nesting import FRONTIER_ROUNDS, euler_intervals, has_ancestor_with_same_key
 
@@ -109,12 +111,12 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None, kinds: S
     # self per (thread, frame) and per (frame, kind)
     # (thread, frame) pairs are sparse: keep them as sorted keys thread * F + frame with sums
     F = max(n_frames, 1)
-    self_k, self_v = _group_sum(thread[has_stack] * F + leaf_frame[has_stack], value[has_stack])
-    self_f = _bincount(self_k % F, self_v, n_frames)
+    self_k, self_v = group_sum(thread[has_stack] * F + leaf_frame[has_stack], value[has_stack])
+    self_f = bincount_int(self_k % F, self_v, n_frames)
     total_k, total_v = _totals(st, thread[has_stack], node[has_stack], value[has_stack], F)
-    total_f = _bincount(total_k % F, total_v, n_frames)
+    total_f = bincount_int(total_k % F, total_v, n_frames)
     frame_kind = _dominant_kind(leaf_frame[has_stack], row_kind[has_stack], value[has_stack], n_frames, n_kinds + 1)
-    kind_t = _bincount(thread * (n_kinds + 1) + row_kind, value, n_threads * (n_kinds + 1)).reshape(n_threads, n_kinds + 1)
+    kind_t = bincount_int(thread * (n_kinds + 1) + row_kind, value, n_threads * (n_kinds + 1)).reshape(n_threads, n_kinds + 1)
 
     names = _thread_names(trace, n_threads)
     tpid = [int(threads.pid[t]) if t < len(threads) else -1 for t in range(n_threads)]
@@ -148,10 +150,10 @@ def profile_samples(trace: Trace, classifier: Classifier | None = None, kinds: S
     )
 
     counts_t = np.bincount(thread, weights=s.count, minlength=n_threads) if len(s) else np.zeros(n_threads)
-    waiting_t = _bincount(thread[waiting_row], value[waiting_row], n_threads)
-    seen_wait_t = _bincount(thread[seen_wait_row], value[seen_wait_row], n_threads)
-    empty_t = _bincount(thread[~has_stack], value[~has_stack], n_threads)
-    unknown_t = _bincount(thread[unknown_row], value[unknown_row], n_threads)
+    waiting_t = bincount_int(thread[waiting_row], value[waiting_row], n_threads)
+    seen_wait_t = bincount_int(thread[seen_wait_row], value[seen_wait_row], n_threads)
+    empty_t = bincount_int(thread[~has_stack], value[~has_stack], n_threads)
+    unknown_t = bincount_int(thread[unknown_row], value[unknown_row], n_threads)
     value_t = kind_t.sum(axis=1)
     per_thread = []
     for t in np.argsort(-value_t, kind="stable").tolist():
@@ -266,7 +268,7 @@ def _totals(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     # collapse rows to distinct (thread, leaf node) pairs before walking up
     base = len(st) + 1
-    uniq, v = _group_sum(thread * base + node, value)
+    uniq, v = group_sum(thread * base + node, value)
     th = uniq // base
     cur = uniq % base
     first = _first_occurrence(st)
@@ -298,25 +300,7 @@ def _totals(
             nz = got != 0
             keys.append(t * n_frames + frame[firsts[nz]])
             vals.append(got[nz])
-    return _group_sum(np.concatenate(keys), np.concatenate(vals))
-
-
-#: key spaces up to this size are summed with a dense bincount (faster than sorting)
-_DENSE_KEYS = 1 << 22
-
-
-def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys (with a non-zero count) and the integer sum of ``values`` per key."""
-    if len(keys) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    top = int(keys.max()) + 1
-    if int(keys.min()) >= 0 and top <= max(_DENSE_KEYS, 2 * len(keys)):
-        present = np.bincount(keys, minlength=top) > 0
-        sums = _bincount(keys, values, top)
-        uniq = np.flatnonzero(present)
-        return uniq.astype(np.int64), sums[uniq]
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq.astype(np.int64), _bincount(inv.reshape(-1), values, len(uniq))
+    return group_sum(np.concatenate(keys), np.concatenate(vals))
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
@@ -327,25 +311,13 @@ def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
 def _dominant_kind(frame: np.ndarray, kind: np.ndarray, value: np.ndarray, n_frames: int, n_kinds: int) -> np.ndarray:
     """Per frame, the kind holding most of its self value (0 where the frame is never a leaf)."""
     out = np.zeros(n_frames, dtype=np.int64)
-    k, v = _group_sum(frame * n_kinds + kind, value)
+    k, v = group_sum(frame * n_kinds + kind, value)
     if len(k) == 0:
         return out
     f = k // n_kinds
     order = np.lexsort((-v, f))
     firsts = order[np.r_[True, f[order][1:] != f[order][:-1]]]
     out[f[firsts]] = k[firsts] % n_kinds
-    return out
-
-
-def _bincount(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Integer sums per key; exact (float64 holds integers up to 2**53)."""
-    if len(keys) == 0:
-        return np.zeros(size, dtype=np.int64)
-    values = np.asarray(values, dtype=np.int64)
-    if int(values.sum()) < (1 << 53):
-        return np.rint(np.bincount(keys, weights=values, minlength=size)).astype(np.int64)
-    out = np.zeros(size, dtype=np.int64)
-    np.add.at(out, keys, values)
     return out
 
 

@@ -38,7 +38,7 @@ class SyncEvents:
     op: np.ndarray  # item op / innermost op holding the calls, -1 for bare calls
     api: np.ndarray  # first blocking call, -1 for item ops without recorded calls
     device: np.ndarray
-    call_event: np.ndarray  # per blocking call (or lone GPU sync record): its event
+    call_event: np.ndarray  # per blocking call (or lone GPU sync record): its event (non-decreasing)
     call_name: np.ndarray  # per blocking call: name (string code)
     strings: StringTable
 
@@ -47,15 +47,22 @@ class SyncEvents:
 
     def call_counts(self, events: np.ndarray) -> dict[str, int]:
         """Blocking calls of these events by name, most frequent first."""
-        inside = np.zeros(len(self), dtype=bool)
-        inside[np.asarray(events, dtype=np.int64)] = True
-        codes, counts = np.unique(self.call_name[inside[self.call_event]], return_counts=True)
+        codes, counts = np.unique(self.call_name[self._calls_of(events)], return_counts=True)
         order = np.lexsort((codes, -counts))
         return {self.strings[int(codes[k])]: int(counts[k]) for k in order}
 
     def calls(self, event: int) -> tuple[str, ...]:
         """Names of one event's blocking calls, in order, each once."""
-        return tuple(dict.fromkeys(self.strings[int(c)] for c in self.call_name[self.call_event == event]))
+        return tuple(dict.fromkeys(self.strings[int(c)] for c in self.call_name[self._calls_of(np.array([event]))]))
+
+    def _calls_of(self, events: np.ndarray) -> np.ndarray:
+        """Positions of the calls of these events (each event once), by binary search over
+        ``call_event`` (sorted: calls are stored event by event), so a caller asking per window
+        pays for its own events, not for every call of the trace."""
+        ev = np.unique(np.asarray(events, dtype=np.int64))
+        lo = np.searchsorted(self.call_event, ev, side="left")
+        n = np.searchsorted(self.call_event, ev, side="right") - lo
+        return np.repeat(lo - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(int(n.sum()))
 
 
 def blocking_api_mask(trace: Trace) -> np.ndarray:
