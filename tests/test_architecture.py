@@ -23,6 +23,8 @@ FORBIDDEN = {
     "costmodel": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
     "hardware": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
     "timeline": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare"},
+    "heap": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare",
+             "model", "timeline"},
     "keysums": {"cluster", "ingest", "analysis", "facts", "report", "render", "cli", "rules", "engine", "compare",
                 "model", "timeline"},
     "analysis": {"cluster", "ingest", "report", "render", "cli", "rules", "engine", "registry", "compare"},

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from traceclass.facts import Facts as Analysis, analyze
 from traceclass.config import Config, load_config
+from traceclass.heap import release_free_heap
 from traceclass.model import Trace
 from traceclass.registry import LoadedRule, selected
 from traceclass.report.build import build_report
@@ -55,6 +56,7 @@ def run_rules(trace: Trace, analysis: Analysis, config: Config, strict: bool = F
         try:
             with stage(f"rule {info.code}"):
                 findings += check_rule(rule, ctx, th)
+                release_free_heap()  # a rule's temporaries (and the facts it computed first)
         except Exception as exc:  # noqa: BLE001 - one failing rule must not sink the report
             if strict:
                 raise

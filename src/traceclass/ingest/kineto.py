@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from traceclass.errors import TraceFormatError
+from traceclass.heap import release_free_heap
 from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
 from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
 from traceclass.ingest.numbers import decimal_text_to_int
@@ -203,6 +204,7 @@ class _Columns:
             pieces = d.pop(k)
             out[k] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
             del pieces
+        release_free_heap()  # the chunks' pages, else resident next to the joined columns
         return out
 
 
@@ -340,7 +342,10 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     if progress is not None:
         progress("linking", 0, 1)
     with stage("link"):
-        return link(trace)
+        linked = link(trace)
+    del trace
+    release_free_heap()
+    return linked
 
 
 def _runs(container: Container) -> Iterator[list[msgspec.Raw]]:
