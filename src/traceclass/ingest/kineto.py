@@ -221,6 +221,14 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     state.probe_timestamps(container.events[:1000])
     utf8_fixed = 0
     lo = 0
+
+    def parsed(n: int) -> None:
+        nonlocal lo, n_total
+        lo += n
+        n_total = max(n_total, lo)
+        if progress is not None:
+            progress("parsing", lo, n_total)
+
     if container.rest is not None:  # later blocks decoded straight from their text
         container.decode_run = lambda text: _decode_chunk(state, text)
     for events in _runs(container):
@@ -228,10 +236,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             n_run = len(events)
             state.process(events, events.text)
             del events
-            lo += n_run
-            n_total = max(n_total, lo)
-            if progress is not None:
-                progress("parsing", lo, n_total)
+            parsed(n_run)
             continue
         while events:
             chunk = events[:CHUNK_EVENTS]
@@ -255,10 +260,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             del chunk
             state.process(evs, buf)
             del evs, buf
-            lo += n_chunk
-            n_total = max(n_total, lo)
-            if progress is not None:
-                progress("parsing", lo, n_total)
+            parsed(n_chunk)
         del events
     data_size = container.size or data_size
 
