@@ -72,7 +72,7 @@ def decode_container(path: str, data: bytes, events_key: str = "traceEvents") ->
         data, shift = data[3:], 3
     try:
         c = _decode_fast(path, data, events_key)
-        c.origin, c.shift = _address(data), shift
+        c.origin, c.shift = buffer_address(data), shift
         return c
     except msgspec.DecodeError as exc:
         msg = str(exc)
@@ -80,7 +80,7 @@ def decode_container(path: str, data: bytes, events_key: str = "traceEvents") ->
             repaired = _repair_truncated_array(data)
             if repaired is not None:
                 c = _decode_fast(path, repaired, events_key)
-                c.origin, c.shift = _address(repaired), shift
+                c.origin, c.shift = buffer_address(repaired), shift
                 c.repaired = "file was truncated; the events before the cut were read"
                 return c
             raise TraceFormatError(path, f"truncated JSON ({msg})") from None
@@ -161,7 +161,9 @@ def _decode_forgiving(path: str, data: bytes, events_key: str) -> Container:
     return c
 
 
-def _address(buf: Any) -> int:
+def buffer_address(buf: Any) -> int:
+    """Memory address of the first byte of ``buf`` (0 when empty): raw slices point into their
+    text, so an address difference is a byte offset."""
     if not len(buf):
         return 0
     return int(np.frombuffer(buf, dtype=np.uint8).ctypes.data)
@@ -196,7 +198,7 @@ def locate_bad_event(container: Container, events: list[msgspec.Raw]) -> str:
             within = int(m.group(1)) if m else 0
         if not container.origin:
             return f"invalid event: {err}"
-        offset = _address(raw) - container.origin + container.shift + within
+        offset = buffer_address(raw) - container.origin + container.shift + within
         where = f"at byte {offset:,}" if within else f"starting at byte {offset:,}"
         return f"invalid event {where} of the JSON text: {err}"
     return "invalid events"
