@@ -53,3 +53,46 @@ def test_release_is_harmless_without_glibc(monkeypatch: pytest.MonkeyPatch) -> N
     finally:
         monkeypatch.undo()
         _malloc_trim.cache_clear()
+
+
+_HUGEPAGE_CHILD = """
+import sys
+import numpy as np
+from traceclass.heap import avoid_compaction_stalls
+try:
+    from numpy._core.multiarray import _get_madvise_hugepage
+except ImportError:
+    from numpy.core.multiarray import _get_madvise_hugepage
+print(avoid_compaction_stalls(sys.argv[1]), _get_madvise_hugepage())
+"""
+
+
+def _thp(tmp_path, enabled: str, defrag: str) -> str:
+    (tmp_path / "enabled").write_text(enabled + "\n")
+    (tmp_path / "defrag").write_text(defrag + "\n")
+    return str(tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sysfs settings")
+@pytest.mark.parametrize(("enabled", "defrag", "env", "expected"), [
+    ("always [madvise] never", "always defer defer+madvise [madvise] never", None, "True False"),
+    ("always [madvise] never", "always defer [defer+madvise] madvise never", None, "True False"),
+    ("always [madvise] never", "always [defer] defer+madvise madvise never", None, "False True"),  # no stall
+    ("[always] madvise never", "always defer defer+madvise [madvise] never", None, "False True"),  # THP anyway
+    ("always madvise [never]", "always defer defer+madvise [madvise] never", None, "False True"),
+    ("always [madvise] never", "always defer defer+madvise [madvise] never", "1", "False True"),  # user's choice
+])
+def test_numpy_huge_pages_are_turned_off_only_where_they_stall(tmp_path, monkeypatch, enabled, defrag, env,
+                                                               expected) -> None:
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    if env is not None:
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", env)
+    out = subprocess.run([sys.executable, "-c", _HUGEPAGE_CHILD, _thp(tmp_path, enabled, defrag)],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == expected
+
+
+def test_unreadable_settings_leave_numpy_alone(tmp_path) -> None:
+    from traceclass.heap import avoid_compaction_stalls
+
+    assert avoid_compaction_stalls(str(tmp_path / "missing")) is False

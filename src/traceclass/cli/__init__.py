@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         from traceclass.cli._io import refuse_overwriting_inputs
+        from traceclass.heap import avoid_compaction_stalls
+
+        avoid_compaction_stalls()  # this process is ours: numpy's huge-page requests stall here
 
         refuse_overwriting_inputs(args)
         return int(args.func(args) or 0)
