@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceclass.model.nesting import ancestors_until, group_ids, innermost_containing, lookup, lookup2, nest
 
@@ -43,6 +45,39 @@ def test_lookup_and_group_ids():
     assert lookup2(np.array([1, 1, 2]), np.array([7, 8, 7]), np.array([2, 1]), np.array([7, 8])).tolist() == [2, 1]
     g, n = group_ids(np.array([3, 1, 3]), np.array([0, 0, 1]))
     assert n == 3 and g.tolist() == [1, 0, 2]
+
+
+_SMALL = st.integers(-3, 5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_SMALL, _SMALL), max_size=20), st.lists(st.tuples(_SMALL, _SMALL), max_size=30))
+def test_lookup2_is_the_first_matching_row(table, query):
+    first: dict[tuple[int, int], int] = {}
+    for i, k in enumerate(table):
+        first.setdefault(k, i)
+    ta, tb = (np.array([k[j] for k in table], np.int64) for j in (0, 1))
+    qa, qb = (np.array([k[j] for k in query], np.int64) for j in (0, 1))
+    assert lookup2(ta, tb, qa, qb).tolist() == [first.get(k, -1) for k in query]
+
+
+def test_lookup2_many_distinct_values_searches_the_codes():
+    # 3,000 distinct values per column: 9 M possible pairs, more than a code -> row array should hold
+    rng = np.random.default_rng(7)
+    ta, tb = rng.permutation(3_000) * 1_000_003, rng.permutation(3_000) - 1_500
+    pick = rng.integers(0, 3_000, 500)
+    qa, qb = ta[pick].copy(), tb[pick].copy()
+    qb[::7] += 1  # some pairs the table lacks (or another row's)
+    first = {}
+    for i, k in enumerate(zip(ta.tolist(), tb.tolist())):
+        first.setdefault(k, i)
+    assert lookup2(ta, tb, qa, qb).tolist() == [first.get(k, -1) for k in zip(qa.tolist(), qb.tolist())]
+
+
+def test_lookup2_extreme_ids():
+    ta, tb = np.array([2**62, -(2**62), 5]), np.array([1, 2**40, -7])
+    got = lookup2(ta, tb, np.array([5, 2**62, 2**62, -(2**62)]), np.array([-7, 1, 2, 2**40]))
+    assert got.tolist() == [2, 0, -1, 1]
 
 
 def test_ancestors_until():

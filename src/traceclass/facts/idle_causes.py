@@ -353,13 +353,23 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     init_ops = init_op_mask(trace)
     n = len(host.pid)
 
-    def per_thread(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> list[tl.Intervals]:
-        th = host.thread(pid, tid)
+    def per_thread(*parts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> list[tl.Intervals]:
+        """Merged intervals per host thread of the (pid, tid, start, end) rows of ``parts``;
+        each part is mapped to threads on its own (no copy of the whole tables joined)."""
+        ths, ss, es = [], [], []
+        for pid, tid, s, e in parts:
+            th = host.thread(pid, tid)
+            ok = th >= 0
+            ths.append(th[ok].astype(np.int32))
+            ss.append(s[ok])
+            es.append(e[ok])
+            del th, ok
+        th, s, e = np.concatenate(ths), np.concatenate(ss), np.concatenate(es)
+        del ths, ss, es
         out: list[tl.Intervals] = [tl.empty() for _ in range(n)]
-        ok = th >= 0
-        th, s, e = th[ok], s[ok], e[ok]
         order = np.argsort(th, kind="stable")
         th, s, e = th[order], s[order], e[order]
+        del order
         cuts = np.searchsorted(th, np.arange(n + 1))
         for k in range(n):
             if cuts[k + 1] > cuts[k]:
@@ -367,15 +377,12 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
         return out
 
     return _ThreadSets(
-        comm=per_thread(np.r_[ops.pid[comm_ops], ann.pid[comm_ann]], np.r_[ops.tid[comm_ops], ann.tid[comm_ann]],
-                        np.r_[ops.start_ns[comm_ops], ann.start_ns[comm_ann]],
-                        np.r_[ops.end_ns[comm_ops], ann.end_ns[comm_ann]]),
-        init=per_thread(np.r_[api.pid[init_api], ops.pid[init_ops]], np.r_[api.tid[init_api], ops.tid[init_ops]],
-                        np.r_[api.start_ns[init_api], ops.start_ns[init_ops]],
-                        np.r_[api.end_ns[init_api], ops.end_ns[init_ops]]),
-        recorded=per_thread(np.r_[ops.pid, api.pid], np.r_[ops.tid, api.tid], np.r_[ops.start_ns, api.start_ns],
-                            np.r_[ops.end_ns, api.end_ns]),
-        python=per_thread(py.pid, py.tid, py.start_ns, py.end_ns),
+        comm=per_thread((ops.pid[comm_ops], ops.tid[comm_ops], ops.start_ns[comm_ops], ops.end_ns[comm_ops]),
+                        (ann.pid[comm_ann], ann.tid[comm_ann], ann.start_ns[comm_ann], ann.end_ns[comm_ann])),
+        init=per_thread((api.pid[init_api], api.tid[init_api], api.start_ns[init_api], api.end_ns[init_api]),
+                        (ops.pid[init_ops], ops.tid[init_ops], ops.start_ns[init_ops], ops.end_ns[init_ops])),
+        recorded=per_thread((ops.pid, ops.tid, ops.start_ns, ops.end_ns), (api.pid, api.tid, api.start_ns, api.end_ns)),
+        python=per_thread((py.pid, py.tid, py.start_ns, py.end_ns)),
     )
 
 
