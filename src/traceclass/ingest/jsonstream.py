@@ -1,6 +1,6 @@
-"""Chrome-trace JSON read in blocks, for files too large to hold: the events array is cut
-into runs of whole events as the bytes arrive (plain or gzip), so memory holds one block
-and the columns built so far, never the file.
+"""Chrome-trace JSON read in blocks: the events array is cut into runs of whole events as the
+bytes arrive (plain or gzip), so memory holds one block and the columns built so far, never
+the file. Every Kineto file is read this way, small ones too (it is also the faster path).
 
 A cut goes after a ``}`` followed by ``,`` or ``]``; msgspec validates the run before it is
 used (a ``}`` inside a string or a nested object makes the run invalid, and an earlier cut is

@@ -1,9 +1,11 @@
 """torch.profiler (Kineto) Chrome-trace JSON -> :class:`~traceclass.model.Trace`.
 
-Facts about the format are in ``shared/reference/kineto-trace.md``. The reader decodes events
-in chunks of :data:`CHUNK_EVENTS` into small typed structs (only the fields we use), turns
-each chunk into column arrays per category, and drops the structs before the next chunk, so
-peak memory is the file's bytes plus the columns plus one chunk.
+Facts about the format are in ``shared/reference/kineto-trace.md``. The file arrives in runs of
+~1 MB of events (:mod:`traceclass.ingest.jsonstream`); the reader decodes each run into small
+typed structs (only the fields we use), turns them into column arrays per category, and drops
+the structs before the next run, so peak memory is the columns plus one block and one run.
+Raw event slices (a file read whole, or a run the typed decoder refused) are decoded in chunks
+of :data:`CHUNK_EVENTS`, with the forgiving repairs.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class Probe:
     def container(self) -> Container:
         """The Chrome-trace JSON container (``traceEvents`` and top-level keys), validated.
 
-        A large file is streamed (:mod:`traceclass.ingest.jsonstream`): ``events`` holds the
+        The file is streamed (:mod:`traceclass.ingest.jsonstream`): ``events`` holds the
         first block and ``rest`` the others; readers that need every event at once use
         :meth:`whole_container`."""
         from traceclass.ingest.jsonstream import StreamUnsupported, should_stream, stream_container
