@@ -133,7 +133,18 @@ def build(source: Path, target_mb: float | None, out: Path, compress: bool = Fal
         copies = max(1, round(target_mb * 1e6 / one))
     with (gzip.open(out, "wb", compresslevel=1) if compress else open(out, "wb")) as fh:
         n = replicate(trace, copies, fh.write)
+    _settle(out)
     return copies, n
+
+
+def _settle(path: Path) -> None:
+    """Write the generated file to disk before anything is timed: otherwise the kernel flushes
+    its dirty pages (GBs for the streaming trace) while the analysis runs."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # peak RSS from VmHWM: ru_maxrss survives exec, so a child forked from this (large) process
@@ -266,6 +277,7 @@ def _stream(args: argparse.Namespace, tmp: Path) -> None:
     with (gzip.open(path, "wb", compresslevel=1) if args.gzip else open(path, "wb")) as fh:
         n = replicate(trace, copies, count)
     del trace
+    _settle(path)
     print(f"built {path.name}: {raw / 1e9:.2f} GB uncompressed ({path.stat().st_size / 1e9:.2f} GB on disk), "
           f"{n:,} events, {copies} copies of {SOURCES['v100'].name}, in {time.perf_counter() - t:.0f} s", flush=True)
     secs, cpu, rss, stages = child(_ANALYZE, path, timings=True)
