@@ -102,15 +102,19 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     active = np.flatnonzero((gpu.kind != GpuKind.SYNC) & (gpu.op >= 0)) if len(gpu) else np.zeros(0, np.int64)
     g_copy = ancestors_until(parent, gpu.op[active], is_outer) if n else np.full(len(active), -1)
     copy_time, copy_dev = _union_by(trace, active, g_copy, n)
-    dur = ops.end_ns - ops.start_ns
-    inst_time = np.where(copy_time > 0, copy_time, dur)
-    inst_dev = np.where(copy_time > 0, copy_dev, -1)
+
+    def inst(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A copy's time (its GPU work's union, else its own span) and device (-1: none), for
+        the given rows only: op-sized arrays for every such quantity add up on large traces."""
+        on_gpu = copy_time[rows] > 0
+        return (np.where(on_gpu, copy_time[rows], ops.end_ns[rows] - ops.start_ns[rows]),
+                np.where(on_gpu, copy_dev[rows], -1))
     conv_of = ancestors_until(parent, outer, mismatched) if n else outer
     conv_top = np.where(conv_of >= 0, climb_while(parent, conv_of, is_conv), -1)
     nbytes = _Bytes(trace)
     # transposing copies outside mismatched convolutions
     t_rows, t_judged = outer[conv_of < 0], judged[conv_of < 0]
-    _collect(out, trace, t_rows, t_judged, inst_time[t_rows], inst_dev[t_rows], active, g_copy, copy_verdicts, nbytes)
+    _collect(out, trace, t_rows, t_judged, *inst(t_rows), active, g_copy, copy_verdicts, nbytes)
     # layout kernels: under a mismatched convolution they are its cost, else their own finding
     lay = (g_copy < 0) & (gpu_family[active] == "layout") if len(active) else np.zeros(0, bool)
     k_rows = active[lay]
@@ -122,11 +126,11 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     m_copy, m_top = outer[conv_of >= 0], conv_top[conv_of >= 0]
     k_top = k_conv[k_conv >= 0]
     k_time, k_dev = _union_by(trace, k_rows[k_conv >= 0], k_top, n)
-    m_time = k_time.copy()
-    np.add.at(m_time, m_top, inst_time[m_copy])
-    m_dev = np.full(n, -1, dtype=np.int64)
-    m_dev[m_top] = inst_dev[m_copy]
-    m_dev = np.where(k_dev >= 0, k_dev, m_dev)
+    m_time = k_time  # the kernels' union per convolution, plus its conversion copies' time
+    m_inst_time, m_inst_dev = inst(m_copy)
+    np.add.at(m_time, m_top, m_inst_time)
+    m_dev = k_dev  # the kernels' device, else the copies'
+    m_dev[m_top] = np.where(m_dev[m_top] >= 0, m_dev[m_top], m_inst_dev)
     tops, first = np.unique(np.r_[m_top, k_top].astype(np.int64), return_index=True)
     conv_judged = np.r_[conv_of[conv_of >= 0], k_judged[k_conv >= 0]].astype(np.int64)[first]
     copy_owner = np.full(len(active), -1, dtype=np.int64)

@@ -46,20 +46,25 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
         (1, ev.pid, ev.tid, ev.wait_ns, ev.end_ns),
         (2, ann.pid[data_ann], ann.tid[data_ann], ann.start_ns[data_ann], ann.end_ns[data_ann]),
     ]
-    cat = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in parts])
-    pid = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    tid = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    s = np.concatenate([p[3] for p in parts]).astype(np.int64)
-    e = np.concatenate([p[4] for p in parts]).astype(np.int64)
+    # every host row of the trace: joined straight into int64 (no second, converted copy), the
+    # thread columns dropped as soon as the rows are grouped by thread
+    cat = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int8) for p in parts])
+    pid = np.concatenate([p[1] for p in parts], dtype=np.int64)
+    tid = np.concatenate([p[2] for p in parts], dtype=np.int64)
     th, _ = group_ids(pid, tid)
-    sets: list[list[tl.Intervals]] = [[], [], []]
     order = np.lexsort((cat, th))
     cut = np.flatnonzero(np.diff(th[order])) + 1
+    del th
     firsts = np.r_[0, cut].astype(np.int64) if len(order) else np.zeros(0, np.int64)
+    pid, tid = pid[order[firsts]], tid[order[firsts]]
+    s = np.concatenate([p[3] for p in parts], dtype=np.int64)
+    e = np.concatenate([p[4] for p in parts], dtype=np.int64)
+    del parts
+    sets: list[list[tl.Intervals]] = [[], [], []]
     for lo, hi in zip(firsts.tolist(), np.r_[cut, len(order)].tolist()):
         rows = order[lo:hi]
         for c in range(3):
             m = rows[cat[rows] == c]
             sets[c].append(tl.merge(s[m], e[m]))
-    return HostView(pid[order[firsts]], tid[order[firsts]], sets[0], sets[1], sets[2])
+    return HostView(pid, tid, sets[0], sets[1], sets[2])
 

@@ -299,17 +299,24 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         ivs.append(i0)
         ive.append(i1)
         n_iv += n
-    cat = {k: (np.concatenate(v).astype(np.int64) if v else _empty_i64()) for k, v in cols.items()}
-    order = np.lexsort((cat["s"], cat["device"]))
+    # one column at a time, each part list dropped once joined: whole-trace columns, so
+    # joining them all before reordering would hold three copies of the result at once
+    order = np.lexsort((_join(cols["s"]), _join(cols["device"])))
+    cat = {k: _join(cols.pop(k))[order] for k in list(cols)}
     return IdleCauses(
-        device=cat["device"][order], start_ns=cat["s"][order], end_ns=cat["e"][order],
-        cause=cat["cause"][order], interval=cat["interval"][order], thread=cat["thread"][order],
-        event=cat["event"][order], next_row=cat["next"][order], host_window_ns=cat["hw"][order],
-        iv_device=np.concatenate(ivd).astype(np.int64) if ivd else _empty_i64(),
-        iv_start_ns=np.concatenate(ivs).astype(np.int64) if ivs else _empty_i64(),
-        iv_end_ns=np.concatenate(ive).astype(np.int64) if ive else _empty_i64(),
+        device=cat["device"], start_ns=cat["s"], end_ns=cat["e"],
+        cause=cat["cause"], interval=cat["interval"], thread=cat["thread"],
+        event=cat["event"], next_row=cat["next"], host_window_ns=cat["hw"],
+        iv_device=_join(ivd), iv_start_ns=_join(ivs), iv_end_ns=_join(ive),
         busy_ns=busy_by, backlog_busy_ns=backlog_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
     )
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts as one int64 column (copied only when they need joining or converting)."""
+    if not parts:
+        return _empty_i64()
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]).astype(np.int64, copy=False)
 
 
 def _split(iv: tl.Intervals, cuts: np.ndarray) -> tl.Intervals:
