@@ -40,6 +40,8 @@ def test_nvtx_range_owns_only_its_own_threads_launches(tmp_path):
     assert occ.gpu_busy_ns[rows].tolist() == [exp["own_busy_ns"]] * exp["occurrences"]
     for r in rows:
         assert {t.strings[c] for c in t.gpu.name[occ.gpu_rows[r]]} == {"kernel_main"}
+        # the cached row lists are stored narrow: they are held for every rule
+        assert occ.gpu_rows[r].dtype == np.int32 and occ.op_rows[r].dtype == np.int32
     st = {s.name: s for s in an.stages}[exp["stage"]]
     assert st.gpu_busy_ns == exp["occurrences"] * exp["own_busy_ns"]
 
@@ -131,3 +133,11 @@ def test_known_device_is_not_replaced_by_the_partial_spec(tmp_path):
     fx.small_kernel_storm_export(tmp_path / "h.sqlite")
     rd = resolve_devices(load(tmp_path / "h.sqlite"))[0]
     assert rd.spec.peaks and rd.how.startswith("detected")
+
+
+def test_row_index_dtype_is_narrow_until_rows_outgrow_int32():
+    from traceclass.analysis.stages import row_index_dtype
+
+    assert row_index_dtype(0) is np.int32
+    assert row_index_dtype(2**31 - 1) is np.int32
+    assert row_index_dtype(2**31) is np.int64

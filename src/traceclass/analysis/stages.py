@@ -52,6 +52,8 @@ class Occurrences:
     gpu_start_ns: np.ndarray  # projection span, -1 when nothing was launched
     gpu_end_ns: np.ndarray
     synthetic: bool  # True when the only step is the whole trace
+    # row lists are int32 where the table allows (they stay cached for every rule: on a
+    # trace of tens of millions of events they are GBs as int64)
     gpu_rows: list[np.ndarray]  # per occurrence: trace.gpu rows it launched
     op_rows: list[np.ndarray]  # per occurrence: trace.ops rows that started inside it
     empty: np.ndarray  # steps with no op and no GPU work (left out of the statistics)
@@ -226,9 +228,9 @@ def rows_within(
     """
     out: list[np.ndarray] = []
     if len(row_t) == 0:
-        return [np.zeros(0, dtype=np.int64) for _ in range(len(start))]
+        return [np.zeros(0, dtype=row_index_dtype(0)) for _ in range(len(start))]
     th, _ = group_ids(row_pid, row_tid)
-    order = np.lexsort((row_t, th))
+    order = np.lexsort((row_t, th)).astype(row_index_dtype(len(row_t)), copy=False)
     th_sorted, t_sorted = th[order], row_t[order]
     thread_key = {}
     firsts = np.r_[0, np.flatnonzero(np.diff(th_sorted)) + 1]
@@ -252,7 +254,7 @@ def rows_within(
             hi = a + int(np.searchsorted(t_sorted[a:b], e, side="right"))
             if hi > lo:
                 parts.append(order[lo:hi])
-        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        out.append(np.concatenate(parts) if parts else order[:0].copy())
     return out
 
 
@@ -267,7 +269,7 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
     g0 = np.full(n, -1, dtype=np.int64)
     g1 = np.full(n, -1, dtype=np.int64)
     gpu = trace.gpu
-    rows_per: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * n
+    rows_per: list[np.ndarray] = [np.zeros(0, dtype=row_index_dtype(len(trace.gpu)))] * n
     if len(gpu) == 0:
         return busy, g0, g1, rows_per
     active = (gpu.kind != GpuKind.SYNC) & (gpu.api >= 0)
@@ -301,9 +303,15 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
         g0[pair_occ[first]] = np.minimum.reduceat(s, first)
         g1[pair_occ[first]] = np.maximum.reduceat(e, first)
         bounds = np.r_[first, len(pair_occ)]
+        pair_rows = pair_rows.astype(row_index_dtype(len(gpu)), copy=False)
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             rows_per[int(pair_occ[a])] = pair_rows[a:b]
     return busy, g0, g1, rows_per
+
+
+def row_index_dtype(n_rows: int) -> type[np.signedinteger]:  # type: ignore[type-arg]
+    """The narrowest signed integer that indexes ``n_rows`` rows (and holds -1)."""
+    return np.int32 if n_rows < 2**31 else np.int64
 
 
 def _ragged_arange(counts: np.ndarray) -> np.ndarray:
