@@ -87,23 +87,23 @@ def test_memory_plan_without_and_with_a_memory_resource(tmp_path):
     from traceclass.cluster.engine import MEMORY_RESOURCE, dask_memory_plan, task_memory_bytes
 
     big = tmp_path / "rank0.json"
-    big.write_bytes(b" " * 3_000_000)  # 3 MB: 40 + 7 x 3 = 61 MB
+    big.write_bytes(b" " * 3_000_000)  # 3 MB: 50 + 2 x 3 = 56 MB
     small = tmp_path / "rank1.tcsum.json"
     small.write_text("{}")
     paths = [str(big), str(small)]
-    assert [task_memory_bytes(p) for p in paths] == [61_000_000, 40_000_000]
+    assert [task_memory_bytes(p) for p in paths] == [56_000_000, 50_000_000]
     # no MEMORY resource: unrestricted, a note only when a trace exceeds the smallest memory_limit
     res, notes = dask_memory_plan(paths, {"a": {"memory_limit": 50_000_000, "resources": {}},
                                           "b": {"memory_limit": 8_000_000_000, "resources": {}}})
     assert res == [None, None]
-    assert notes == ["the largest trace needs about 61 MB per task; the smallest Dask worker allows 50 MB "
+    assert notes == ["the largest trace needs about 56 MB per task; the smallest Dask worker allows 50 MB "
                      "(start workers with --resources MEMORY=<bytes> to schedule by memory)"]
     assert dask_memory_plan(paths, {"a": {"memory_limit": 0, "resources": {}}}) == ([None, None], [])
     # declared: each task asks for its estimate, capped at the largest declaration
     res, notes = dask_memory_plan(paths, {"a": {"resources": {MEMORY_RESOURCE: 50e6}},
                                           "b": {"resources": {MEMORY_RESOURCE: 45e6}}})
-    assert res == [{MEMORY_RESOURCE: 50e6}, {MEMORY_RESOURCE: 40e6}]
-    assert notes == ["1 of 2 Dask tasks need about 61 MB, more than the largest worker MEMORY resource (50 MB): "
+    assert res == [{MEMORY_RESOURCE: 50e6}, {MEMORY_RESOURCE: 50e6}]
+    assert notes == ["1 of 2 Dask tasks need about 56 MB, more than the largest worker MEMORY resource (50 MB): "
                      "each runs alone on such a worker"]
 
 

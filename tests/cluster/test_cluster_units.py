@@ -61,13 +61,13 @@ def test_local_worker_sizing(tmp_path, monkeypatch):
     files = []
     for k in range(4):
         f = tmp_path / f"rank{k}.json"
-        f.write_bytes(b" " * 10_000_000)  # 10 MB: ~110 MB estimated per worker
+        f.write_bytes(b" " * 10_000_000)  # 10 MB: 70 MB estimated per worker
         files.append(str(f))
     assert engine.estimated_rss_mb(files[0]) == pytest.approx(engine.RSS_BASE_MB + engine.RSS_PER_TRACE_MB * 10)
     assert engine.local_workers(files, jobs=3) == 3 and engine.local_workers(files[:2], jobs=8) == 2
-    monkeypatch.setattr(engine, "available_memory_mb", lambda: 250.0)
+    monkeypatch.setattr(engine, "available_memory_mb", lambda: 150.0)
     monkeypatch.setattr(engine.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
-    assert engine.local_workers(files) == 2  # 250 MB // 110 MB
+    assert engine.local_workers(files) == 2  # 150 MB // 70 MB
 
 
 def _summary(rank: int, rows: list[dict]) -> dict:

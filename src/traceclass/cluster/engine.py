@@ -29,12 +29,13 @@ import numpy as np
 from traceclass.errors import TraceclassError, TraceFormatError
 from traceclass import units
 
-#: peak RSS of one summarize call = base + per-MB x the uncompressed trace size: 55 MB for a
-#: 2.4 MB and 133 MB for a 14.1 MB generated rank trace (bench_cluster.py's generator, measured
-#: with ru_maxrss of a child process); large real traces need less per MB (1.7x, README "Speed
-#: and memory"), so this sizing errs on the safe side
-RSS_BASE_MB = 40.0
-RSS_PER_TRACE_MB = 7.0
+#: peak RSS of one summarize call = base + per-MB x the uncompressed trace size. Measured (VmHWM
+#: of a fresh process, every Kineto file streamed): generated rank traces (bench_cluster.py's
+#: write_ranks, 200 kernels per step) of 2.35 / 14.2 / 71.4 MB peak at 49 / 68 / 154 MB, i.e.
+#: ~46 MB + 1.55 per MB; real corpus replicas need less (V100 12.1 MB: 55 MB, 97.7 MB: 118 MB,
+#: 503.5 MB: 381 MB). The constants keep a margin over the generated traces, the worst seen.
+RSS_BASE_MB = 50.0
+RSS_PER_TRACE_MB = 2.0
 #: uncompressed / gzip size: 18.4-20.3 on the bundled gloo set; the upper end, to be safe
 GZIP_RATIO = 20.0
 SUMMARY_SUFFIX = ".tcsum.json"
