@@ -301,8 +301,11 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         n_iv += n
     # one column at a time, each part list dropped once joined: whole-trace columns, so
     # joining them all before reordering would hold three copies of the result at once
-    order = np.lexsort((_join(cols["s"]), _join(cols["device"])))
-    cat = {k: _join(cols.pop(k))[order] for k in list(cols)}
+    keys = {k: _join(cols.pop(k)) for k in ("s", "device")}
+    order = np.lexsort((keys["s"], keys["device"]))
+    cat = {k: v[order] for k, v in keys.items()}
+    del keys
+    cat.update({k: _join(cols.pop(k))[order] for k in list(cols)})
     return IdleCauses(
         device=cat["device"], start_ns=cat["s"], end_ns=cat["e"],
         cause=cat["cause"], interval=cat["interval"], thread=cat["thread"],
