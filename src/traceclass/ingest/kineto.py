@@ -859,12 +859,26 @@ def _build_gpu(cols: _Columns, strings: StringTable) -> GpuActivity:
                 lambda s: int(MemKind.DEVICE if "Device" in s else MemKind.UNKNOWN),
                 np.int8,
             )
-        parts.append(GpuActivity.build(n, kind=np.full(n, int(kind), dtype=np.int8), **c, **extra))
+        part = GpuActivity.build(n, kind=np.full(n, int(kind), dtype=np.int8), **c, **extra)
+        del c, extra
+        parts.append({name: getattr(part, name) for name in GpuActivity.columns()})
+        del part
     if not parts:
         return GpuActivity.empty()
-    gpu = GpuActivity.concat(parts)
-    order = np.argsort(gpu.start_ns, kind="stable")
-    return gpu.take(order)
+    # joined and put in time order one column at a time, each column's parts released as it
+    # goes: the table is never held twice (three times while a whole-table concat and take
+    # overlapped)
+    start = parts[0]["start_ns"] if len(parts) == 1 else np.concatenate([p["start_ns"] for p in parts])
+    order = None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
+    del start
+    out: dict[str, np.ndarray] = {}
+    for name in GpuActivity.columns():
+        pieces = [p.pop(name) for p in parts]
+        col = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        del pieces
+        out[name] = col if order is None else col[order]
+        del col
+    return GpuActivity(**out)
 
 
 def _build_memory(c: dict[str, np.ndarray]) -> MemoryEvents:
