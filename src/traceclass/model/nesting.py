@@ -88,35 +88,58 @@ def nest(
         return parent, depth, 0
     thread, n_threads = group_ids(pid, tid)
     # thread-major, start ascending, longer first on ties
-    order = np.lexsort((-(end - start), start, thread))
-    th_sorted = thread[order]
-    bounds = np.flatnonzero(np.diff(th_sorted)) + 1
+    neg_dur = end - start
+    np.negative(neg_dur, out=neg_dur)
+    order = np.lexsort((neg_dur, start, thread))
+    del neg_dur
+    if n_threads > 1:
+        bounds = np.flatnonzero(np.diff(thread[order])) + 1
+        bounds_lo, bounds_hi = np.r_[0, bounds].tolist(), np.r_[bounds, n].tolist()
+    else:
+        bounds_lo, bounds_hi = [0], [n]
+    del thread
     repaired = 0
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
+    for lo, hi in zip(bounds_lo, bounds_hi):
         rows = order[lo:hi]
         s_t, e_t = start[rows], end[rows]
         p, d, ok = _nest_sorted(s_t, e_t)
         if not ok:
             p, d, fixed = _nest_repaired(s_t, e_t)
             repaired += fixed
-        parent[rows] = np.where(p >= 0, rows[np.maximum(p, 0)], -1)
+        del s_t, e_t
+        none = p < 0
+        np.maximum(p, 0, out=p)
+        up = rows[p]
+        del p
+        up[none] = -1
+        del none
+        parent[rows] = up
         depth[rows] = d
+        del up, d
     return parent, depth, repaired
 
 
 def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """Nesting of one thread's intervals sorted by (start, -duration). Fast path."""
     m = len(s)
-    idx = np.arange(m)
+    # every temporary here is one array the size of the thread: at 10 GB of trace the main
+    # thread holds tens of millions of ops, so each one is hundreds of MB
     ends_sorted = np.sort(e)
     closed = np.searchsorted(ends_sorted, s, side="right")
+    del ends_sorted
     # intervals ending at or before s_i are closed when i opens, except zero-length ones that
     # start at s_i and come at or after i in the order (they sort last among equal starts)
-    zero = (e == s).astype(np.int64)
-    cum_zero = np.r_[0, np.cumsum(zero)]
-    group_end = np.searchsorted(s, s, side="right")
-    closed -= cum_zero[group_end] - cum_zero[idx]
-    d = idx - closed
+    cum_zero = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(e == s, out=cum_zero[1:])
+    if cum_zero[-1]:
+        group_end = np.searchsorted(s, s, side="right")
+        closed -= cum_zero[group_end]
+        del group_end
+        closed += cum_zero[:m]
+    del cum_zero
+    d = np.arange(m, dtype=np.int64)
+    d -= closed
+    del closed
     if m and (d.min() < 0):
         return np.full(m, -1), np.zeros(m, dtype=np.int16), False
     parent = np.full(m, -1, dtype=np.int64)
@@ -124,7 +147,8 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     # rows grouped by depth once (stable: ascending within a level), so each level is a slice
     # and deep stacks cost O(m log m), not O(m x depth)
     by_depth = np.argsort(d, kind="stable")
-    level_at = np.searchsorted(d[by_depth], np.arange(maxd + 2), side="left")
+    level_at = np.zeros(maxd + 2, dtype=np.int64)
+    np.cumsum(np.bincount(d, minlength=maxd + 1), out=level_at[1:])
     for level in range(1, maxd + 1):
         child = by_depth[level_at[level]:level_at[level + 1]]
         cand = by_depth[level_at[level - 1]:level_at[level]]
@@ -134,11 +158,23 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         if (k < 0).any():
             return parent, d.astype(np.int16), False
         parent[child] = cand[k]
-    # verify containment: the child starts inside its parent and does not outlive it
-    has = parent >= 0
-    pp = parent[has]
-    ok = bool(np.all(s[pp] <= s[has]) and np.all(e[pp] >= e[has]))
+    del by_depth
+    # verify containment: the child starts inside its parent and does not outlive it (in
+    # blocks, so the check holds a block's temporaries, not the thread's)
+    ok = True
+    for lo in range(0, m, _BLOCK):
+        p = parent[lo:lo + _BLOCK]
+        has = np.flatnonzero(p >= 0)
+        pp = p[has]
+        has += lo
+        if not (np.all(s[pp] <= s[has]) and np.all(e[pp] >= e[has])):
+            ok = False
+            break
     return parent, d.astype(np.int16), ok
+
+
+#: rows per block where a whole-table check would otherwise make table-sized temporaries
+_BLOCK = 1 << 20
 
 
 def _nest_repaired(s: np.ndarray, e: np.ndarray, rounds: int = 16) -> tuple[np.ndarray, np.ndarray, int]:
