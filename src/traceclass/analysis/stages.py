@@ -261,8 +261,8 @@ def rows_within(
 def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignore[no-untyped-def]
     """Union of launched GPU work per range, its span, and the GPU rows themselves.
 
-    All ranges at once: (range, GPU row) pairs are gathered through the launch calls, then one
-    grouped interval union gives every range's busy time.
+    (range, GPU row) pairs are gathered through the launch calls, then one grouped interval
+    union per batch of ranges gives every range's busy time.
     """
     n = len(start)
     busy = np.full(n, -1, dtype=np.int64)
@@ -278,35 +278,59 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
     api_of = gpu.api[by_api]
     api = trace.api
     calls = rows_within(api.pid, api.tid, api.start_ns, start, end, pid, tid, helpers)
-    lens = np.array([0 if whole[i] else len(c) for i, c in enumerate(calls)], dtype=np.int64)
-    parts = [c for i, c in enumerate(calls) if not whole[i] and len(c)]
-    all_calls = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    occ_of_call = np.repeat(np.arange(n), lens)
-    lo = np.searchsorted(api_of, all_calls, side="left")
-    hi = np.searchsorted(api_of, all_calls, side="right")
-    cnt = hi - lo
-    pair_rows = by_api[np.repeat(lo, cnt) + _ragged_arange(cnt)] if cnt.sum() else np.zeros(0, np.int64)
-    pair_occ = np.repeat(occ_of_call, cnt)
+    busy[:] = 0
+    row_dtype = row_index_dtype(len(gpu))
+
+    def project(occ: np.ndarray, pair_rows: np.ndarray) -> None:
+        """Busy time, span and rows of a batch of ranges, from their (range, GPU row) pairs."""
+        if len(pair_rows) == 0:
+            return
+        order = np.lexsort((pair_rows, occ))
+        occ, pair_rows = occ[order], pair_rows[order]
+        del order
+        s, e = gpu.start_ns[pair_rows], gpu.end_ns[pair_rows]
+        occ_u, lengths = tl.union_length_by_group(occ, s, e)
+        busy[occ_u] = lengths
+        first = np.r_[0, np.flatnonzero(np.diff(occ)) + 1]
+        g0[occ[first]] = np.minimum.reduceat(s, first)
+        g1[occ[first]] = np.maximum.reduceat(e, first)
+        del s, e
+        bounds = np.r_[first, len(occ)]
+        pair_rows = pair_rows.astype(row_dtype, copy=False)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            rows_per[int(occ[a])] = pair_rows[a:b]
+
     if whole.any():  # the synthetic whole-trace step owns all GPU work, launched or not
         all_active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
-        w = np.flatnonzero(whole)
-        pair_rows = np.concatenate([pair_rows, np.tile(all_active, len(w))])
-        pair_occ = np.concatenate([pair_occ, np.repeat(w, len(all_active))])
-    busy[:] = 0
-    if len(pair_rows):
-        order = np.lexsort((pair_rows, pair_occ))
-        pair_occ, pair_rows = pair_occ[order], pair_rows[order]
-        s, e = gpu.start_ns[pair_rows], gpu.end_ns[pair_rows]
-        occ_u, lengths = tl.union_length_by_group(pair_occ, s, e)
-        busy[occ_u] = lengths
-        first = np.r_[0, np.flatnonzero(np.diff(pair_occ)) + 1]
-        g0[pair_occ[first]] = np.minimum.reduceat(s, first)
-        g1[pair_occ[first]] = np.maximum.reduceat(e, first)
-        bounds = np.r_[first, len(pair_occ)]
-        pair_rows = pair_rows.astype(row_index_dtype(len(gpu)), copy=False)
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            rows_per[int(pair_occ[a])] = pair_rows[a:b]
+        for w in np.flatnonzero(whole).tolist():
+            project(np.full(len(all_active), w, dtype=np.int64), all_active)
+    # ranges in batches of about PROJECTION_BATCH launch calls: the pair arrays and their sort
+    # are a batch's, not the trace's (ranges nest, so every kernel is paired with each range
+    # around it: several times the GPU table at 10 GB of trace)
+    todo = [i for i in range(n) if not whole[i] and len(calls[i])]
+    k = 0
+    while k < len(todo):
+        batch = [todo[k]]
+        size = len(calls[todo[k]])
+        k += 1
+        while k < len(todo) and size + len(calls[todo[k]]) <= PROJECTION_BATCH:
+            batch.append(todo[k])
+            size += len(calls[todo[k]])
+            k += 1
+        batch_calls = np.concatenate([calls[i] for i in batch])
+        occ_of_call = np.repeat(np.array(batch, dtype=np.int64), [len(calls[i]) for i in batch])
+        lo = np.searchsorted(api_of, batch_calls, side="left")
+        cnt = np.searchsorted(api_of, batch_calls, side="right")
+        cnt -= lo
+        del batch_calls
+        if cnt.sum():
+            project(np.repeat(occ_of_call, cnt), by_api[np.repeat(lo, cnt) + _ragged_arange(cnt)])
+        del occ_of_call, lo, cnt
     return busy, g0, g1, rows_per
+
+
+#: launch calls per batch of ranges in the GPU projection (each call brings its kernels)
+PROJECTION_BATCH = 1 << 20
 
 
 def row_index_dtype(n_rows: int) -> type[np.signedinteger]:  # type: ignore[type-arg]
