@@ -46,25 +46,49 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
         (1, ev.pid, ev.tid, ev.wait_ns, ev.end_ns),
         (2, ann.pid[data_ann], ann.tid[data_ann], ann.start_ns[data_ann], ann.end_ns[data_ann]),
     ]
-    # every host row of the trace: joined straight into int64 (no second, converted copy), the
-    # thread columns dropped as soon as the rows are grouped by thread
-    cat = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int8) for p in parts])
-    pid = np.concatenate([p[1] for p in parts], dtype=np.int64)
-    tid = np.concatenate([p[2] for p in parts], dtype=np.int64)
-    th, _ = group_ids(pid, tid)
-    order = np.lexsort((cat, th))
-    cut = np.flatnonzero(np.diff(th[order])) + 1
-    del th
-    firsts = np.r_[0, cut].astype(np.int64) if len(order) else np.zeros(0, np.int64)
-    pid, tid = pid[order[firsts]], tid[order[firsts]]
-    s = np.concatenate([p[3] for p in parts], dtype=np.int64)
-    e = np.concatenate([p[4] for p in parts], dtype=np.int64)
+    # Each table is mapped to threads and merged per thread on its own, then the per-table
+    # unions are merged (union is associative: the same sets as merging all rows at once).
+    # Joining every host row first held half a dozen columns of all of them together.
+    pairs = [_thread_pairs(np.asarray(p[1], np.int64), np.asarray(p[2], np.int64)) for p in parts]
+    tp = np.concatenate([q[0] for q in pairs]).astype(np.int64)
+    tt = np.concatenate([q[1] for q in pairs]).astype(np.int64)
+    del pairs
+    g, n_threads = group_ids(tp, tt)
+    first = np.zeros(n_threads, dtype=np.int64)
+    first[g[::-1]] = np.arange(len(g) - 1, -1, -1)
+    pid, tid = tp[first], tt[first]  # sorted by (pid, tid), as the threads were numbered before
+    pieces: list[list[list[tl.Intervals]]] = [[[] for _ in range(n_threads)] for _ in range(3)]
+    for c, p, t, s, e in parts:
+        if len(p) == 0:
+            continue
+        th = lookup2(pid, tid, np.asarray(p, np.int64), np.asarray(t, np.int64))
+        order = np.argsort(th, kind="stable")
+        cuts = np.searchsorted(th[order], np.arange(n_threads + 1))
+        del th
+        for k in range(n_threads):
+            if cuts[k + 1] > cuts[k]:
+                rows = order[cuts[k]:cuts[k + 1]]
+                pieces[c][k].append(tl.merge(s[rows], e[rows]))
+        del order
     del parts
-    sets: list[list[tl.Intervals]] = [[], [], []]
-    for lo, hi in zip(firsts.tolist(), np.r_[cut, len(order)].tolist()):
-        rows = order[lo:hi]
-        for c in range(3):
-            m = rows[cat[rows] == c]
-            sets[c].append(tl.merge(s[m], e[m]))
+    sets = [[_union(ps) for ps in per_thread] for per_thread in pieces]
     return HostView(pid, tid, sets[0], sets[1], sets[2])
 
+
+def _thread_pairs(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (pid, tid) pairs of a table (unordered)."""
+    if len(pid) == 0:
+        return pid[:0], tid[:0]
+    up, ut = np.unique(pid), np.unique(tid)  # few: processes, threads
+    code = np.searchsorted(up, pid) * len(ut)
+    code += np.searchsorted(ut, tid)
+    code = np.unique(code)
+    return up[code // len(ut)], ut[code % len(ut)]
+
+
+def _union(sets: list[tl.Intervals]) -> tl.Intervals:
+    if not sets:
+        return tl.empty()
+    if len(sets) == 1:
+        return sets[0]
+    return tl.merge(np.concatenate([x[0] for x in sets]), np.concatenate([x[1] for x in sets]))

@@ -241,60 +241,95 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         rows = device_rows(trace, dev)
         rows = rows[gpu.end_ns[rows] > gpu.start_ns[rows]]
         by_start = rows[np.argsort(gpu.start_ns[rows], kind="stable")]
-        k = np.searchsorted(gpu.start_ns[by_start], i1, side="left")
-        nxt = np.where((k < len(by_start)), by_start[np.minimum(k, len(by_start) - 1)], -1) if len(by_start) \
-            else np.full(n, -1, np.int64)
-        nxt = np.where((nxt >= 0) & (gpu.start_ns[np.maximum(nxt, 0)] == i1), nxt, -1)
-        a = np.where(nxt >= 0, gpu.api[np.maximum(nxt, 0)], -1) if len(gpu) else np.full(n, -1, np.int64)
-        has = a >= 0
-        l0 = np.where(has, _take(api.start_ns, a), i1)
-        l1 = np.where(has, _take(api.end_ns, a), i1)
-        thread = np.where(has, host.thread(_take(api.pid, a), _take(api.tid, a)), main_thread)
-        h1 = np.clip(l0, i0, i1)  # host window end
-        c0 = np.clip(l0, i0, i1)
-        c1 = np.clip(l1, i0, i1)  # call part [c0, c1)
-        q0 = c1  # queue part [c1, i1) when a launch is recorded
-        call_cause = np.where(_take(blocking, a, False), HOST_SYNC,
-                              np.where(_take(init_calls, a, False), INITIALISATION, LAUNCH_OVERHEAD))
-        # host window: a sync that drained the queue first, then one cause for the rest
+        start_by = gpu.start_ns[by_start]
+        del rows
+
+        def launch_of(j0: np.ndarray, j1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            """The GPU row starting at each interval's end (-1: none), its launch call (-1:
+            none recorded), and the call's start and end (the interval end without one)."""
+            if len(by_start):
+                k = np.searchsorted(start_by, j1, side="left")
+                nxt = by_start[np.minimum(k, len(by_start) - 1)]
+                nxt[(k >= len(by_start)) | (start_by[np.minimum(k, len(by_start) - 1)] != j1)] = -1
+                del k
+            else:
+                nxt = np.full(len(j0), -1, np.int64)
+            a = _take(gpu.api, nxt, -1) if len(gpu) else np.full(len(j0), -1, np.int64)
+            has = a >= 0
+            return nxt, a, np.where(has, _take(api.start_ns, a), j1), np.where(has, _take(api.end_ns, a), j1)
+
+        # The attribution is per interval, so it runs in blocks: its dozen interval-sized
+        # temporaries are a block's, not the device's (millions of idle intervals at 10 GB of
+        # trace). Only the per-thread cause of the host window (part 3 of the docstring) looks
+        # at all of a thread's intervals at once, so each thread's coverage sets are indexed once.
+        thread = np.empty(n, np.int64)
+        h1 = np.empty(n, np.int64)  # host window end
         ev = np.full(n, -1, np.int64)
-        sync_end = i0.copy()
-        rest_cause = np.full(n, UNKNOWN, np.int64)
-        for th in np.unique(thread[thread >= 0]).tolist():
-            sel = np.flatnonzero(thread == th)
-            ev[sel], sync_end[sel] = _drained(syncs, host, th, i0[sel], h1[sel], dev)
-            rest_cause[sel] = _rest_cause(trace, host, extra, th, sync_end[sel], h1[sel], launch_med[th])
-        outside = (nxt >= 0) & ~has & has_launches
-        parts = [
-            # (start, end, cause, event)
-            (i0, sync_end, np.full(n, HOST_SYNC), ev),
-            (sync_end, h1, rest_cause, np.full(n, -1)),
-            (c0, np.where(has, c1, c0), call_cause, np.full(n, -1)),
-            (q0, np.where(has, i1, q0), np.full(n, UNKNOWN), np.full(n, -1)),
-        ]
-        for s, e, c, evx in parts:
-            s = np.where(outside, i0, s)
-            e = np.where(outside, i0, e)
-            ok = e > s
-            cols["device"].append(np.full(int(ok.sum()), dev, np.int64))
-            cols["s"].append(s[ok])
-            cols["e"].append(e[ok])
-            cols["cause"].append(np.asarray(c)[ok].astype(np.int64))
-            cols["interval"].append(n_iv + np.flatnonzero(ok))
-            cols["thread"].append(thread[ok].astype(np.int64))
-            cols["event"].append(np.asarray(evx)[ok].astype(np.int64))
-            cols["next"].append(nxt[ok].astype(np.int64))
-            cols["hw"].append((h1 - i0)[ok].astype(np.int64))
-        o = np.flatnonzero(outside)
-        cols["device"].append(np.full(len(o), dev, np.int64))
-        cols["s"].append(i0[o])
-        cols["e"].append(i1[o])
-        cols["cause"].append(np.full(len(o), OUTSIDE_WINDOW, np.int64))
-        cols["interval"].append(n_iv + o)
-        cols["thread"].append(thread[o].astype(np.int64))
-        cols["event"].append(np.full(len(o), -1, np.int64))
-        cols["next"].append(nxt[o].astype(np.int64))
-        cols["hw"].append((i1 - i0)[o].astype(np.int64))
+        sync_end = np.empty(n, np.int64)
+        for b0 in range(0, n, IDLE_BLOCK):
+            j0, j1 = i0[b0:b0 + IDLE_BLOCK], i1[b0:b0 + IDLE_BLOCK]
+            _, a, l0, _ = launch_of(j0, j1)
+            th = np.where(a >= 0, host.thread(_take(api.pid, a), _take(api.tid, a)), main_thread)
+            hb = np.clip(l0, j0, j1)
+            del a, l0
+            thread[b0:b0 + len(j0)] = th
+            h1[b0:b0 + len(j0)] = hb
+            sync_end[b0:b0 + len(j0)] = j0
+            for t in np.unique(th[th >= 0]).tolist():
+                sel = np.flatnonzero(th == t)
+                ev[b0 + sel], sync_end[b0 + sel] = _drained(syncs, host, t, j0[sel], hb[sel], dev)
+            del th, hb
+        # host window: a sync that drained the queue first, then one cause for the rest
+        rest_cause = np.full(n, UNKNOWN, np.int8)
+        for t in np.unique(thread[thread >= 0]).tolist():
+            sel = np.flatnonzero(thread == t)
+            rest_cause[sel] = _rest_cause(trace, host, extra, t, sync_end[sel], h1[sel], launch_med[t])
+        for b0 in range(0, n, IDLE_BLOCK):
+            blk = slice(b0, b0 + IDLE_BLOCK)
+            j0, j1 = i0[blk], i1[blk]
+            m = len(j0)
+            nxt, a, l0, l1 = launch_of(j0, j1)
+            has = a >= 0
+            c0 = np.clip(l0, j0, j1)
+            c1 = np.clip(l1, j0, j1)  # call part [c0, c1)
+            del l0, l1
+            q0 = c1  # queue part [c1, j1) when a launch is recorded
+            call_cause = np.where(_take(blocking, a, False), HOST_SYNC,
+                                  np.where(_take(init_calls, a, False), INITIALISATION, LAUNCH_OVERHEAD))
+            outside = (nxt >= 0) & ~has & has_launches
+            th, hb, se = thread[blk], h1[blk], sync_end[blk]
+            parts = [
+                # (start, end, cause, event)
+                (j0, se, np.full(m, HOST_SYNC), ev[blk]),
+                (se, hb, rest_cause[blk], np.full(m, -1)),
+                (c0, np.where(has, c1, c0), call_cause, np.full(m, -1)),
+                (q0, np.where(has, j1, q0), np.full(m, UNKNOWN), np.full(m, -1)),
+            ]
+            for s, e, c, evx in parts:
+                s = np.where(outside, j0, s)
+                e = np.where(outside, j0, e)
+                ok = e > s
+                cols["device"].append(np.full(int(ok.sum()), dev, np.int64))
+                cols["s"].append(s[ok])
+                cols["e"].append(e[ok])
+                cols["cause"].append(np.asarray(c)[ok].astype(np.int64))
+                cols["interval"].append(n_iv + b0 + np.flatnonzero(ok))
+                cols["thread"].append(th[ok].astype(np.int64))
+                cols["event"].append(np.asarray(evx)[ok].astype(np.int64))
+                cols["next"].append(nxt[ok].astype(np.int64))
+                cols["hw"].append((hb - j0)[ok].astype(np.int64))
+            del parts, s, e, ok
+            o = np.flatnonzero(outside)
+            cols["device"].append(np.full(len(o), dev, np.int64))
+            cols["s"].append(j0[o])
+            cols["e"].append(j1[o])
+            cols["cause"].append(np.full(len(o), OUTSIDE_WINDOW, np.int64))
+            cols["interval"].append(n_iv + b0 + o)
+            cols["thread"].append(th[o].astype(np.int64))
+            cols["event"].append(np.full(len(o), -1, np.int64))
+            cols["next"].append(nxt[o].astype(np.int64))
+            cols["hw"].append((j1 - j0)[o].astype(np.int64))
+        del thread, h1, ev, sync_end, rest_cause, by_start, start_by
         ivd.append(np.full(n, dev, np.int64))
         ivs.append(i0)
         ive.append(i1)
@@ -313,6 +348,10 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         iv_device=_join(ivd), iv_start_ns=_join(ivs), iv_end_ns=_join(ive),
         busy_ns=busy_by, backlog_busy_ns=backlog_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
     )
+
+
+#: idle intervals attributed at a time (per device)
+IDLE_BLOCK = 1 << 17
 
 
 def _join(parts: list[np.ndarray]) -> np.ndarray:
