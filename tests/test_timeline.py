@@ -31,14 +31,25 @@ def test_merge_intersect_subtract_match_brute_force(seed):
     assert tl.total(A) == ma.sum()
     assert (_mask(*A) == ma).all()
     assert np.all(A[0][1:] > A[1][:-1])  # disjoint and not touching
-    assert (_mask(*tl.intersect(A, B)) == (ma & mb)).all()
-    assert (_mask(*tl.subtract(A, B)) == (ma & ~mb)).all()
+    for got, want in ((tl.intersect(A, B), ma & mb), (tl.subtract(A, B), ma & ~mb)):
+        assert (_mask(*got) == want).all()
+        assert got[0].dtype == got[1].dtype == np.int64
+        assert np.all(got[1] > got[0]) and np.all(got[0][1:] > got[1][:-1])  # merged: disjoint, not touching
     q = _random(rng, 10)
     cov = tl.overlap_each(q[0], q[1], B)
     for s, e, c in zip(*q, cov):
         assert c == mb[s:e].sum()
     g = tl.gaps(A, 0, 200)
     assert (_mask(*g) == ~ma).all()
+
+
+def test_intersect_subtract_at_the_ends_of_int64():
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    a = (np.array([lo, 0, hi - 10], dtype=np.int64), np.array([lo + 5, 10, hi], dtype=np.int64))
+    b = (np.array([lo + 2, 5], dtype=np.int64), np.array([3, hi - 5], dtype=np.int64))
+    i, d = tl.intersect(a, b), tl.subtract(a, b)
+    assert i[0].tolist() == [lo + 2, 0, 5, hi - 10] and i[1].tolist() == [lo + 5, 3, 10, hi - 5]
+    assert d[0].tolist() == [lo, 3, hi - 5] and d[1].tolist() == [lo + 2, 5, hi]
 
 
 def test_exact_ns_no_rounding():
