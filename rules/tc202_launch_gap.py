@@ -64,6 +64,7 @@ Thresholds
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -111,7 +112,8 @@ ELSEWHERE = {"host-sync": "TC203", "data-loading": "TC204", "host-work": "TC205"
 
 
 def gap_cause_ns(ctx: Context, gaps: fgaps.Gaps) -> np.ndarray:
-    """Idle per gap and cause (``len(gaps) x len(CAUSES)``), from the shared attribution."""
+    """Idle per gap and cause (``len(gaps) x len(CAUSES)``), from the shared attribution.
+    ``gaps`` may be any subset of the device's gaps: a stretch of idle lies inside one gap."""
     seg = ctx.idle
     on = np.flatnonzero(seg.device == gaps.device)
     n, m = len(gaps.start_ns), len(ic.CAUSES)
@@ -135,10 +137,17 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     devices = ctx.facts.active_devices
     for dev in devices:
         gaps = ctx.facts.gaps(dev)
-        causes = gap_causes.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
         keep = np.flatnonzero((gaps.length_ns >= min_gap) & ~gaps.in_replay)
         if len(keep) == 0:
             continue
+        if len(keep) < len(gaps.start_ns):
+            # only the gaps this rule can report are attributed: on a trace of GBs the gaps
+            # below the threshold are millions, and each gets a row of a dozen columns here
+            gaps = dataclasses.replace(gaps, start_ns=gaps.start_ns[keep], end_ns=gaps.end_ns[keep],
+                                       prev_row=gaps.prev_row[keep], next_row=gaps.next_row[keep],
+                                       in_replay=gaps.in_replay[keep])
+            keep = np.arange(len(keep))
+        causes = gap_causes.gap_causes(trace, gaps, host, 100.0 * ic.MAJORITY)
         per = gap_cause_ns(ctx, gaps)
         # the cause of a gap: the cause with the most of its idle in the analysed time; gaps
         # outside the analysed time keep the host-window classification (warm-up evidence)

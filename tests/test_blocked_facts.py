@@ -87,3 +87,17 @@ def test_nest_containment_check_in_blocks(monkeypatch):
     got = nesting.nest(pid, tid, s, e)
     assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]) and want[2] == got[2]
     assert want[2] > 0  # random intervals overlap: the repaired path ran too
+
+
+def test_containment_queries_in_blocks(monkeypatch):
+    rng = np.random.default_rng(11)
+    n, q = 3000, 500
+    pid, tid = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    s = rng.integers(0, 10**5, n)
+    e = s + rng.integers(0, 2000, n)
+    parent, depth, _ = nesting.nest(pid, tid, s, e)
+    qp, qt, qx = rng.integers(0, 3, q), rng.integers(0, 3, q), rng.integers(0, 10**5, q)
+    want = nesting.innermost_containing(pid, tid, s, e, depth, qp, qt, qx)
+    monkeypatch.setattr(nesting, "_BLOCK", 7)
+    got = nesting.innermost_containing(pid, tid, s, e, depth, qp, qt, qx)
+    assert np.array_equal(want, got) and (want >= 0).sum() > 50 and (want < 0).sum() > 50

@@ -113,3 +113,13 @@ def test_containment_index_reused_matches_brute_force():
     empty = np.zeros(0, dtype=np.int64)
     assert ContainmentIndex(empty, empty, empty, empty, empty).query(
         np.array([1]), np.array([1]), np.array([5])).tolist() == [-1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 5), max_size=30), st.lists(st.integers(-7, 7), max_size=30))
+def test_lookup_first_row_of_each_key_against_a_dict(table, queries):
+    first: dict[int, int] = {}
+    for i, k in enumerate(table):
+        first.setdefault(k, i)
+    got = lookup(np.array(table, dtype=np.int64), np.array(queries, dtype=np.int64), missing=-9)
+    assert got.dtype == np.int64 and got.tolist() == [first.get(q, -9) for q in queries]

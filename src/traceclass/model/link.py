@@ -49,12 +49,17 @@ def link(trace: Trace) -> Trace:
     if len(api):
         api_op = api.op.copy()
         todo = api_op < 0
-        if todo.any() and len(ops):
+        if todo.all() and len(ops):  # (Kineto: every call) the columns as they are, not copies
+            api_op = _op_for_calls(ops, api.pid, api.tid, api.start_ns, api.external_id).astype(api_op.dtype)
+        elif todo.any() and len(ops):
             api_op[todo] = _op_for_calls(ops, api.pid[todo], api.tid[todo], api.start_ns[todo],
                                          api.external_id[todo])
         api_ann = api.annotation.copy()
         todo = api_ann < 0
-        if todo.any() and len(ann):
+        if todo.all() and len(ann):
+            api_ann = innermost_containing(ann.pid, ann.tid, ann.start_ns, ann.end_ns, ann.depth,
+                                           api.pid, api.tid, api.start_ns).astype(api_ann.dtype)
+        elif todo.any() and len(ann):
             api_ann[todo] = innermost_containing(
                 ann.pid, ann.tid, ann.start_ns, ann.end_ns, ann.depth,
                 api.pid[todo], api.tid[todo], api.start_ns[todo],

@@ -32,12 +32,16 @@ def lookup(table_keys: np.ndarray, query_keys: np.ndarray, missing: int = -1) ->
     query_keys = np.asarray(query_keys)
     if len(table_keys) == 0 or len(query_keys) == 0:
         return np.full(len(query_keys), missing, dtype=np.int64)
+    # searched through the sort order (no sorted copy of the table), the answer built in the
+    # positions' own array: the table's order and two query-sized arrays at most
     order = np.argsort(table_keys, kind="stable")
-    sorted_keys = table_keys[order]
-    pos = np.searchsorted(sorted_keys, query_keys, side="left")
-    pos_clipped = np.minimum(pos, len(sorted_keys) - 1)
-    found = sorted_keys[pos_clipped] == query_keys
-    return np.where(found, order[pos_clipped], missing).astype(np.int64)
+    pos = np.searchsorted(table_keys, query_keys, side="left", sorter=order)
+    np.minimum(pos, len(table_keys) - 1, out=pos)
+    np.take(order, pos, out=pos)
+    del order
+    pos = pos.astype(np.int64, copy=False)
+    pos[table_keys[pos] != query_keys] = missing
+    return pos
 
 
 def lookup2(
@@ -260,44 +264,44 @@ class ContainmentIndex:
         first[th[::-1]] = np.arange(self.n - 1, -1, -1)
         self.th_pid = np.asarray(iv_pid, dtype=np.int64)[first]
         self.th_tid = np.asarray(iv_tid, dtype=np.int64)[first]
-        depth = np.asarray(iv_depth, dtype=np.int64)
+        del first
+        depth = np.asarray(iv_depth)
         # intervals of one thread at one depth are disjoint: one sorted run per (thread, depth)
         order = np.lexsort((self.start, depth, th))
-        th_s, d_s = th[order], depth[order]
-        change = np.flatnonzero((np.diff(th_s) != 0) | (np.diff(d_s) != 0)) + 1
-        self.groups = [(int(th_s[lo]), int(d_s[lo]), order[lo:hi], self.start[order[lo:hi]])
-                       for lo, hi in zip(np.r_[0, change].tolist(), np.r_[change, self.n].tolist())] if self.n else []
+        th_s = th[order]
+        del th
+        change = np.diff(th_s) != 0
+        d_s = depth[order]
+        change |= np.diff(d_s) != 0
+        cut = np.flatnonzero(change) + 1
+        del change
+        lo_hi = list(zip(np.r_[0, cut].tolist(), np.r_[cut, self.n].tolist())) if self.n else []
+        self.groups = [(int(th_s[lo]), int(d_s[lo]), order[lo:hi], self.start[order[lo:hi]]) for lo, hi in lo_hi]
 
     def threads_of(self, q_pid: np.ndarray, q_tid: np.ndarray) -> np.ndarray:
         """Thread number of each query's (pid, tid) in this index, -1 when it has no intervals."""
-        q_pid = np.asarray(q_pid, dtype=np.int64)
-        q_tid = np.asarray(q_tid, dtype=np.int64)
-        # (pid, tid) pairs are sorted lexicographically: search pid, then tid within it
-        lo = np.searchsorted(self.th_pid, q_pid, side="left")
-        hi = np.searchsorted(self.th_pid, q_pid, side="right")
-        out = np.full(len(q_pid), -1, dtype=np.int64)
-        has = np.flatnonzero(hi > lo)
-        if len(has):
-            for p in np.unique(q_pid[has]).tolist():  # processes are few
-                sel = has[q_pid[has] == p]
-                a, b = int(lo[sel[0]]), int(hi[sel[0]])
-                k = a + np.searchsorted(self.th_tid[a:b], q_tid[sel], side="left")
-                ok = (k < b)
-                k = np.minimum(k, b - 1)
-                ok &= self.th_tid[k] == q_tid[sel]
-                out[sel[ok]] = k[ok]
-        return out
+        # the (pid, tid) pairs are unique and sorted: the first row of a pair is its number
+        return lookup2(self.th_pid, self.th_tid, np.asarray(q_pid, dtype=np.int64), np.asarray(q_tid, dtype=np.int64))
 
     def query(self, q_pid: np.ndarray, q_tid: np.ndarray, q_time: np.ndarray) -> np.ndarray:
         nq = len(q_time)
         out = np.full(nq, -1, dtype=np.int64)
         if nq == 0 or self.n == 0:
             return out
-        q_time = np.asarray(q_time)
+        # in blocks of queries: the per-query temporaries are a block's (the index is shared)
+        for lo in range(0, nq, _BLOCK):
+            hi = min(lo + _BLOCK, nq)
+            out[lo:hi] = self._query(np.asarray(q_pid[lo:hi]), np.asarray(q_tid[lo:hi]), np.asarray(q_time[lo:hi]))
+        return out
+
+    def _query(self, q_pid: np.ndarray, q_tid: np.ndarray, q_time: np.ndarray) -> np.ndarray:
+        nq = len(q_time)
+        out = np.full(nq, -1, dtype=np.int64)
         q_th = self.threads_of(q_pid, q_tid)
         best_depth = np.full(nq, -1, dtype=np.int64)
         q_order = np.argsort(q_th, kind="stable")
         q_th_sorted = q_th[q_order]
+        del q_th
         for th, dep, rows, starts in self.groups:
             a = np.searchsorted(q_th_sorted, th, side="left")
             b = np.searchsorted(q_th_sorted, th, side="right")
