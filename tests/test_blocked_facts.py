@@ -101,3 +101,17 @@ def test_containment_queries_in_blocks(monkeypatch):
     monkeypatch.setattr(nesting, "_BLOCK", 7)
     got = nesting.innermost_containing(pid, tid, s, e, depth, qp, qt, qx)
     assert np.array_equal(want, got) and (want >= 0).sum() > 50 and (want < 0).sum() > 50
+
+
+def test_ancestor_walk_in_blocks_with_deep_chains(monkeypatch):
+    rng = np.random.default_rng(5)
+    n = 4000
+    parent = np.full(n, -1, dtype=np.int32)
+    parent[1:] = rng.integers(-1, 1, n - 1) + np.arange(n - 1)  # mostly one long chain: depth ~2000
+    accept = rng.random(n) < 0.002
+    rows = rng.permutation(n)
+    want = nesting.ancestors_until(parent, rows, accept)
+    monkeypatch.setattr(nesting, "_BLOCK", 37)
+    monkeypatch.setattr(nesting, "FRONTIER_ROUNDS", 3)  # most chains finish by pointer jumping
+    got = nesting.ancestors_until(parent, rows, accept)
+    assert np.array_equal(want, got) and (want >= 0).sum() > 100 and (want < 0).sum() > 10

@@ -40,19 +40,32 @@ def _fill_dtypes(inputs: OpInputs, dtype: str) -> OpInputs:
                                                     for d, t in zip(inputs.dims, inputs.dtypes)))
 
 
-def estimate_all(trace: Trace) -> tuple[dict[tuple[int, int], costmodel.OpCost | None], np.ndarray,
-                                          np.ndarray, np.ndarray, dict[int, str]]:
-    """Cost per distinct (name, inputs), and per-row modeled/flops/bytes."""
+@dataclasses.dataclass(frozen=True)
+class PairCosts:
+    """Cost per distinct (name, inputs) pair of the ops, and the pair of each op row; per-row
+    values are ``ok[pair_of_op]`` etc. (per-row copies would be three op-sized arrays)."""
+
+    costs: dict[tuple[int, int], costmodel.OpCost | None]
+    pair_of_op: np.ndarray  # per op row, int32 where the table allows
+    ok: np.ndarray  # per pair: a cost model applies
+    flops: np.ndarray  # per pair (0 when not modeled)
+    bytes: np.ndarray
+    inferred: dict[int, str]
+
+
+def estimate_all(trace: Trace) -> PairCosts:
+    """Cost per distinct (name, inputs), and the pair of each op row."""
     ops = trace.ops
     n_ops = len(ops)
     costs: dict[tuple[int, int], costmodel.OpCost | None] = {}
     inferred: dict[int, str] = {}
     if not n_ops:
         z = np.zeros(0)
-        return costs, z.astype(bool), z, z, inferred
-    inv, n_pairs = group_ids(ops.name.astype(np.int64), ops.inputs.astype(np.int64))
+        return PairCosts(costs, np.zeros(0, np.int32), z.astype(bool), z, z, inferred)
+    inv, n_pairs = group_ids(ops.name, ops.inputs)
     first = np.zeros(n_pairs, dtype=np.int64)
     first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
+    inv = inv.astype(np.int32 if n_pairs < 2**31 else np.int64)
     pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
     ok = np.zeros(len(pair), dtype=bool)
     fl = np.zeros(len(pair))
@@ -74,7 +87,7 @@ def estimate_all(trace: Trace) -> tuple[dict[tuple[int, int], costmodel.OpCost |
         ok[k] = c is not None
         if c is not None:
             fl[k], by[k] = c.flops, c.bytes
-    return costs, ok[inv], fl[inv], by[inv], inferred
+    return PairCosts(costs, inv, ok, fl, by, inferred)
 
 
 def _kernel_names_by_pair(trace: Trace, pair_of_op: np.ndarray) -> dict[int, list[str]]:

@@ -34,7 +34,7 @@ from traceclass.analysis import roof_choice
 from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.devices import modal_device
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
-from traceclass.analysis.op_costs import estimate_all, slices_by_key
+from traceclass.analysis.op_costs import PairCosts, estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
@@ -123,16 +123,25 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     kernels were not captured must not be judged against a CPU)."""
     ops = trace.ops
     n_ops = len(ops)
-    costs, modeled, flops_row, bytes_row, inferred = estimate_all(trace)
-    parent = ops.parent.astype(np.int64)
-    demoted = _wrappers(parent, modeled, flops_row, bytes_row)
+    pc = estimate_all(trace)
+    costs, inferred = pc.costs, pc.inferred
+    modeled = pc.ok[pc.pair_of_op]
+    parent = ops.parent
+    demoted = _wrappers(parent, modeled, pc)
     owner_mask = modeled & ~demoted
-    owner_of_op = ancestors_until(parent, np.arange(n_ops), owner_mask) if n_ops else np.zeros(0, np.int64)
-    owner_of_op = np.where(owner_of_op >= 0, owner_of_op, np.arange(n_ops))
+    del demoted
+    # row numbers as int32 where the table allows: owner_of_op and the group columns stay
+    # cached for every rule (op-sized: hundreds of MB as int64 at 10 GB of trace)
+    row_dtype = np.int32 if n_ops < 2**31 else np.int64
+    owner_of_op = ancestors_until(parent, np.arange(n_ops, dtype=row_dtype), owner_mask).astype(row_dtype) \
+        if n_ops else np.zeros(0, row_dtype)
+    self_owned = np.flatnonzero(owner_of_op < 0)
+    owner_of_op[self_owned] = self_owned
+    del self_owned
 
     unmodeled: dict[str, int] = {}
     if n_ops:
-        un = (owner_of_op == np.arange(n_ops)) & ~modeled
+        un = (owner_of_op == np.arange(n_ops, dtype=row_dtype)) & ~modeled
         codes, cnt = np.unique(ops.name[un], return_counts=True)
         unmodeled = {trace.strings[c]: int(k) for c, k in zip(codes.tolist(), cnt.tolist())}
 
@@ -175,7 +184,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     # work queued before the profiler window (the previous iteration's backlog) is no step's work
     warm |= backlog_mask(trace) & active
     use = active & ~warm
-    g_owner = np.full(len(gpu), -1, dtype=np.int64)
+    g_owner = np.full(len(gpu), -1, dtype=owner_of_op.dtype)
     has_op = use & (gpu.op >= 0)
     g_owner[has_op] = owner_of_op[gpu.op[has_op]]
     rows = np.flatnonzero(g_owner >= 0)
@@ -188,7 +197,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     owners = np.flatnonzero(owner_time > 0)
     if len(owners):
         inv, uk = _group_keys(ops, owners, modeled)
-        grp_of_op = np.full(len(ops), -1, dtype=np.int64)
+        grp_of_op = np.full(len(ops), -1, dtype=np.int32)
         grp_of_op[owners] = inv
         g_grp = grp_of_op[g_owner[rows]]
         row_slices = slices_by_key(g_grp, rows)
@@ -235,8 +244,9 @@ def _group_keys(ops, owners: np.ndarray, modeled: np.ndarray) -> tuple[np.ndarra
 def _sorted_groups(groups, members_of, n_ops, n_gpu):  # type: ignore[no-untyped-def]
     """Groups by descending time, with the row -> group index arrays to match."""
     order = sorted(range(len(groups)), key=lambda k: -groups[k].total_ns)
-    op_group = np.full(n_ops, -1, dtype=np.int64)
-    gpu_group = np.full(n_gpu, -1, dtype=np.int64)
+    # group numbers are far below 2**31 (one per distinct op and shapes)
+    op_group = np.full(n_ops, -1, dtype=np.int32)
+    gpu_group = np.full(n_gpu, -1, dtype=np.int32)
     for new, old in enumerate(order):
         ops_rows, gpu_rows = members_of[old]
         op_group[ops_rows] = new
@@ -245,7 +255,7 @@ def _sorted_groups(groups, members_of, n_ops, n_gpu):  # type: ignore[no-untyped
     return [groups[k] for k in order], op_group, gpu_group
 
 
-def _wrappers(parent: np.ndarray, modeled: np.ndarray, flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+def _wrappers(parent: np.ndarray, modeled: np.ndarray, pc: PairCosts) -> np.ndarray:
     """Modeled ops whose work a modeled descendant already accounts for.
 
     ``aten::linear`` over ``aten::addmm`` is a wrapper (the child has all its FLOPs);
@@ -261,9 +271,11 @@ def _wrappers(parent: np.ndarray, modeled: np.ndarray, flops: np.ndarray, nbytes
         desc, cur = desc[live], cur[live]
         if not len(desc):
             break
-        anc_flops = flops[cur]
-        covers = modeled[cur] & np.where(anc_flops > 0, flops[desc] >= 0.5 * anc_flops,
-                                         nbytes[desc] >= 0.5 * nbytes[cur])
+        pa, pd = pc.pair_of_op[cur], pc.pair_of_op[desc]
+        anc_flops = pc.flops[pa]
+        covers = modeled[cur] & np.where(anc_flops > 0, pc.flops[pd] >= 0.5 * anc_flops,
+                                         pc.bytes[pd] >= 0.5 * pc.bytes[pa])
+        del pa, pd, anc_flops
         demoted[cur[covers]] = True
         cur = parent[cur]
     return demoted

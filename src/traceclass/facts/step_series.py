@@ -71,7 +71,7 @@ def step_series(trace: Trace, occ: Occurrences, opa: OpAnalysis, family_code: np
         gg = opa.gpu_group[rows]
         bare = ~op_owned[gg]  # gpu_group -1 indexes the trailing True
         if bare.any():
-            key = gg[bare] * n_steps + k[bare]
+            key = gg[bare].astype(np.int64) * n_steps + k[bare]  # int32 groups: no overflow
             sel = rows[bare]
             uk, lengths = tl.union_length_by_group(key, gpu.start_ns[sel], gpu.end_ns[sel])
             uk = np.asarray(uk, np.int64)

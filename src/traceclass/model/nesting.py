@@ -324,8 +324,20 @@ def ancestors_until(parent: np.ndarray, start_rows: np.ndarray, accept: np.ndarr
 
     ``accept`` is a boolean per row of the table. Returns -1 where no ancestor is accepted.
     A frontier walk for :data:`FRONTIER_ROUNDS` levels, then pointer jumping: linear-log
-    in the depth, never one pass per level of a deep chain.
+    in the depth, never one pass per level of a deep chain. Start rows are walked in blocks
+    (a whole table of them would be a dozen table-sized temporaries); the pointer jumping, when
+    some chain needs it, is done once for all blocks.
     """
+    start_rows = np.asarray(start_rows)
+    out = np.full(len(start_rows), -1, dtype=np.int64)
+    jumped: list[np.ndarray] = []  # the pointer-jumping answer for every row, once computed
+    for lo in range(0, len(start_rows), _BLOCK):
+        out[lo:lo + _BLOCK] = _ancestors_block(parent, start_rows[lo:lo + _BLOCK], accept, jumped)
+    return out
+
+
+def _ancestors_block(parent: np.ndarray, start_rows: np.ndarray, accept: np.ndarray,
+                     jumped: list[np.ndarray]) -> np.ndarray:
     cur = np.asarray(start_rows, dtype=np.int64).copy()
     out = np.full(len(cur), -1, dtype=np.int64)
     active = cur >= 0
@@ -341,8 +353,10 @@ def ancestors_until(parent: np.ndarray, start_rows: np.ndarray, accept: np.ndarr
         cur[idx[~hit]] = nxt
         active[idx[~hit]] = nxt >= 0
     if active.any():  # deeper than the frontier rounds: finish by pointer jumping
+        if not jumped:
+            jumped.append(_jump_to_accepted(parent, np.asarray(accept, dtype=bool)))
         idx = np.flatnonzero(active)
-        out[idx] = _jump_to_accepted(parent, np.asarray(accept, dtype=bool))[cur[idx]]
+        out[idx] = jumped[0][cur[idx]]
     return out
 
 
