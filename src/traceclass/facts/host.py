@@ -46,9 +46,7 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
         (1, ev.pid, ev.tid, ev.wait_ns, ev.end_ns),
         (2, ann.pid[data_ann], ann.tid[data_ann], ann.start_ns[data_ann], ann.end_ns[data_ann]),
     ]
-    # Each table is mapped to threads and merged per thread on its own, then the per-table
-    # unions are merged (union is associative: the same sets as merging all rows at once).
-    # Joining every host row first held half a dozen columns of all of them together.
+    # the threads: every (pid, tid) with a host row, numbered in (pid, tid) order
     pairs = [_thread_pairs(np.asarray(p[1], np.int64), np.asarray(p[2], np.int64)) for p in parts]
     tp = np.concatenate([q[0] for q in pairs]).astype(np.int64)
     tt = np.concatenate([q[1] for q in pairs]).astype(np.int64)
@@ -56,22 +54,9 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
     g, n_threads = group_ids(tp, tt)
     first = np.zeros(n_threads, dtype=np.int64)
     first[g[::-1]] = np.arange(len(g) - 1, -1, -1)
-    pid, tid = tp[first], tt[first]  # sorted by (pid, tid), as the threads were numbered before
-    pieces: list[list[list[tl.Intervals]]] = [[[] for _ in range(n_threads)] for _ in range(3)]
-    for c, p, t, s, e in parts:
-        if len(p) == 0:
-            continue
-        th = lookup2(pid, tid, np.asarray(p, np.int64), np.asarray(t, np.int64))
-        order = np.argsort(th, kind="stable")
-        cuts = np.searchsorted(th[order], np.arange(n_threads + 1))
-        del th
-        for k in range(n_threads):
-            if cuts[k + 1] > cuts[k]:
-                rows = order[cuts[k]:cuts[k + 1]]
-                pieces[c][k].append(tl.merge(s[rows], e[rows]))
-        del order
+    pid, tid = tp[first], tt[first]
+    sets = [merged_per_thread(pid, tid, [p[1:] for p in parts if p[0] == c]) for c in range(3)]
     del parts
-    sets = [[_union(ps) for ps in per_thread] for per_thread in pieces]
     return HostView(pid, tid, sets[0], sets[1], sets[2])
 
 
@@ -84,6 +69,31 @@ def _thread_pairs(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndar
     code += np.searchsorted(ut, tid)
     code = np.unique(code)
     return up[code // len(ut)], ut[code % len(ut)]
+
+
+def merged_per_thread(pid: np.ndarray, tid: np.ndarray,
+                      parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> list[tl.Intervals]:
+    """Merged intervals per thread ``(pid[k], tid[k])`` (unique pairs, sorted) of the
+    ``(pid, tid, start, end)`` rows of ``parts``; rows of other threads are ignored.
+
+    Each part is mapped to threads and merged per thread on its own, then the per-part unions
+    are merged (union is associative: the same sets as merging all rows at once); joining the
+    parts first held several columns of all of them at once."""
+    n_threads = len(pid)
+    pieces: list[list[tl.Intervals]] = [[] for _ in range(n_threads)]
+    for p, t, s, e in parts:
+        if len(p) == 0 or n_threads == 0:
+            continue
+        th = lookup2(pid, tid, np.asarray(p, np.int64), np.asarray(t, np.int64))
+        order = np.argsort(th, kind="stable")
+        cuts = np.searchsorted(th[order], np.arange(n_threads + 1))
+        del th
+        for k in range(n_threads):
+            if cuts[k + 1] > cuts[k]:
+                rows = order[cuts[k]:cuts[k + 1]]
+                pieces[k].append(tl.merge(s[rows], e[rows]))
+        del order
+    return [_union(ps) for ps in pieces]
 
 
 def _union(sets: list[tl.Intervals]) -> tl.Intervals:

@@ -54,7 +54,7 @@ from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.labels import stage_rows
 from traceclass.facts.analysed import AnalysedTime
 from traceclass.facts.gaps import active_devices, device_gaps, device_rows
-from traceclass.facts.host import HostView, host_view
+from traceclass.facts.host import HostView, host_view, merged_per_thread
 from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
@@ -400,30 +400,10 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     comm_ann = (ann.kind == AnnotationKind.COMMUNICATION) | names.mask(ann.name, lambda s: COMM_NAME.search(s) is not None)
     init_api = init_api_mask(trace)
     init_ops = init_op_mask(trace)
-    n = len(host.pid)
 
     def per_thread(*parts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> list[tl.Intervals]:
-        """Merged intervals per host thread of the (pid, tid, start, end) rows of ``parts``;
-        each part is mapped to threads on its own (no copy of the whole tables joined)."""
-        ths, ss, es = [], [], []
-        for pid, tid, s, e in parts:
-            th = host.thread(pid, tid)
-            ok = th >= 0
-            ths.append(th[ok].astype(np.int32))
-            ss.append(s[ok])
-            es.append(e[ok])
-            del th, ok
-        th, s, e = np.concatenate(ths), np.concatenate(ss), np.concatenate(es)
-        del ths, ss, es
-        out: list[tl.Intervals] = [tl.empty() for _ in range(n)]
-        order = np.argsort(th, kind="stable")
-        th, s, e = th[order], s[order], e[order]
-        del order
-        cuts = np.searchsorted(th, np.arange(n + 1))
-        for k in range(n):
-            if cuts[k + 1] > cuts[k]:
-                out[k] = tl.merge(s[cuts[k]:cuts[k + 1]], e[cuts[k]:cuts[k + 1]])
-        return out
+        """Merged intervals per host thread of the (pid, tid, start, end) rows of ``parts``."""
+        return merged_per_thread(host.pid, host.tid, list(parts))
 
     return _ThreadSets(
         comm=per_thread((ops.pid[comm_ops], ops.tid[comm_ops], ops.start_ns[comm_ops], ops.end_ns[comm_ops]),
