@@ -87,7 +87,7 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     ops, gpu = trace.ops, trace.gpu
     out: dict[tuple[int, int], list[LayoutSite]] = {}
     n = len(ops)
-    parent = ops.parent.astype(np.int64)
+    parent = ops.parent
     mask = trace.strings.mask
     flagged, copy_verdicts = _per_signature(trace, mask(ops.name, lambda s: s in layout.COPY_OPS), layout.copy_layouts)
     mismatched, conv_verdicts = _per_signature(trace, mask(ops.name, lambda s: s in layout.CONV_OPS), layout.conv_formats)
@@ -101,14 +101,17 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     # GPU rows: owned by a transposing copy, else by a mismatched convolution, else bare layout kernels
     active = np.flatnonzero((gpu.kind != GpuKind.SYNC) & (gpu.op >= 0)) if len(gpu) else np.zeros(0, np.int64)
     g_copy = ancestors_until(parent, gpu.op[active], is_outer) if n else np.full(len(active), -1)
-    copy_time, copy_dev = _union_by(trace, active, g_copy, n)
+    # per-owner quantities are indexed by the owner's place among the owners (outer copies here,
+    # convolutions below), not by op row: op-sized arrays add up on large traces
+    copy_time, copy_dev = _union_by(trace, active, _place(outer, g_copy), len(outer))
 
     def inst(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A copy's time (its GPU work's union, else its own span) and device (-1: none), for
-        the given rows only: op-sized arrays for every such quantity add up on large traces."""
-        on_gpu = copy_time[rows] > 0
-        return (np.where(on_gpu, copy_time[rows], ops.end_ns[rows] - ops.start_ns[rows]),
-                np.where(on_gpu, copy_dev[rows], -1))
+        the given rows (outer copies) only."""
+        at = np.searchsorted(outer, rows)
+        on_gpu = copy_time[at] > 0
+        return (np.where(on_gpu, copy_time[at], ops.end_ns[rows] - ops.start_ns[rows]),
+                np.where(on_gpu, copy_dev[at], -1))
     conv_of = ancestors_until(parent, outer, mismatched) if n else outer
     conv_top = np.where(conv_of >= 0, climb_while(parent, conv_of, is_conv), -1)
     nbytes = _Bytes(trace)
@@ -125,13 +128,14 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     # mismatched convolutions: the conversion copies and layout kernels under them
     m_copy, m_top = outer[conv_of >= 0], conv_top[conv_of >= 0]
     k_top = k_conv[k_conv >= 0]
-    k_time, k_dev = _union_by(trace, k_rows[k_conv >= 0], k_top, n)
-    m_time = k_time  # the kernels' union per convolution, plus its conversion copies' time
-    m_inst_time, m_inst_dev = inst(m_copy)
-    np.add.at(m_time, m_top, m_inst_time)
-    m_dev = k_dev  # the kernels' device, else the copies'
-    m_dev[m_top] = np.where(m_dev[m_top] >= 0, m_dev[m_top], m_inst_dev)
     tops, first = np.unique(np.r_[m_top, k_top].astype(np.int64), return_index=True)
+    k_time, k_dev = _union_by(trace, k_rows[k_conv >= 0], np.searchsorted(tops, k_top), len(tops))
+    m_time = k_time  # per top convolution: the kernels' union, plus its conversion copies' time
+    m_inst_time, m_inst_dev = inst(m_copy)
+    m_at = np.searchsorted(tops, m_top)
+    np.add.at(m_time, m_at, m_inst_time)
+    m_dev = k_dev  # the kernels' device, else the copies'
+    m_dev[m_at] = np.where(m_dev[m_at] >= 0, m_dev[m_at], m_inst_dev)
     conv_judged = np.r_[conv_of[conv_of >= 0], k_judged[k_conv >= 0]].astype(np.int64)[first]
     copy_owner = np.full(len(active), -1, dtype=np.int64)
     if len(outer):
@@ -139,13 +143,18 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
         copy_owner[has] = conv_top[np.searchsorted(outer, g_copy[has])]
     g_all = np.r_[active[copy_owner >= 0], k_rows[k_conv >= 0]].astype(np.int64)
     o_all = np.r_[copy_owner[copy_owner >= 0], k_top].astype(np.int64)
-    _collect_mismatch(out, trace, tops, conv_judged, m_time[tops], m_dev[tops], g_all, o_all, conv_verdicts, m_top,
+    _collect_mismatch(out, trace, tops, conv_judged, m_time, m_dev, g_all, o_all, conv_verdicts, m_top,
                       m_copy, nbytes)
     return out
 
 
+def _place(owners: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Place of each row among the sorted ``owners`` (-1 for rows < 0, which own nothing)."""
+    return np.where(rows >= 0, np.searchsorted(owners, rows), -1)
+
+
 def _union_by(trace: Trace, gpu_rows: np.ndarray, owner: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per op row: union of the GPU rows it owns, and their device (-1 none)."""
+    """Per owner ``0..n-1``: union of the GPU rows it owns, and their device (-1 none)."""
     gpu = trace.gpu
     time = np.zeros(n, dtype=np.int64)
     dev = np.full(n, -1, dtype=np.int64)
