@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -143,6 +143,9 @@ class IdleCauses:
     device: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
+    # narrow columns where the values allow (device and thread int32, cause int8, row numbers
+    # int32 below 2**31 rows): the attribution stays cached for every rule, and on a trace of
+    # GBs it has millions of segments
     cause: np.ndarray  # index into CAUSES
     interval: np.ndarray  # idle interval the segment belongs to (index into iv_*)
     thread: np.ndarray  # host thread index (HostView), -1 unknown
@@ -219,6 +222,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
     backlog_by: dict[int, int] = {}
     back = backlog_mask(trace)
     n_iv = 0
+    row_dtype = np.int32 if max(len(gpu), len(syncs.pid)) < 2**31 else np.int64
     for dev in active_devices(trace):
         gaps = device_gaps(trace, dev)
         busy = gaps.busy
@@ -234,7 +238,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         i0, i1 = i0[keep], i1[keep]
         n = len(i0)
         if n == 0:
-            ivd.append(_empty_i64())
+            ivd.append(np.zeros(0, np.int32))
             ivs.append(_empty_i64())
             ive.append(_empty_i64())
             continue
@@ -309,43 +313,43 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
                 s = np.where(outside, j0, s)
                 e = np.where(outside, j0, e)
                 ok = e > s
-                cols["device"].append(np.full(int(ok.sum()), dev, np.int64))
+                cols["device"].append(np.full(int(ok.sum()), dev, np.int32))
                 cols["s"].append(s[ok])
                 cols["e"].append(e[ok])
-                cols["cause"].append(np.asarray(c)[ok].astype(np.int64))
+                cols["cause"].append(np.asarray(c)[ok].astype(np.int8))
                 cols["interval"].append(n_iv + b0 + np.flatnonzero(ok))
-                cols["thread"].append(th[ok].astype(np.int64))
-                cols["event"].append(np.asarray(evx)[ok].astype(np.int64))
-                cols["next"].append(nxt[ok].astype(np.int64))
+                cols["thread"].append(th[ok].astype(np.int32))
+                cols["event"].append(np.asarray(evx)[ok].astype(row_dtype))
+                cols["next"].append(nxt[ok].astype(row_dtype))
                 cols["hw"].append((hb - j0)[ok].astype(np.int64))
             del parts, s, e, ok
             o = np.flatnonzero(outside)
-            cols["device"].append(np.full(len(o), dev, np.int64))
+            cols["device"].append(np.full(len(o), dev, np.int32))
             cols["s"].append(j0[o])
             cols["e"].append(j1[o])
-            cols["cause"].append(np.full(len(o), OUTSIDE_WINDOW, np.int64))
+            cols["cause"].append(np.full(len(o), OUTSIDE_WINDOW, np.int8))
             cols["interval"].append(n_iv + b0 + o)
-            cols["thread"].append(th[o].astype(np.int64))
-            cols["event"].append(np.full(len(o), -1, np.int64))
-            cols["next"].append(nxt[o].astype(np.int64))
+            cols["thread"].append(th[o].astype(np.int32))
+            cols["event"].append(np.full(len(o), -1, row_dtype))
+            cols["next"].append(nxt[o].astype(row_dtype))
             cols["hw"].append((j1 - j0)[o].astype(np.int64))
         del thread, h1, ev, sync_end, rest_cause, by_start, start_by
-        ivd.append(np.full(n, dev, np.int64))
+        ivd.append(np.full(n, dev, np.int32))
         ivs.append(i0)
         ive.append(i1)
         n_iv += n
     # one column at a time, each part list dropped once joined: whole-trace columns, so
     # joining them all before reordering would hold three copies of the result at once
-    keys = {k: _join(cols.pop(k)) for k in ("s", "device")}
+    keys = {"s": _join(cols.pop("s")), "device": _join(cols.pop("device"), np.int32)}
     order = np.lexsort((keys["s"], keys["device"]))
     cat = {k: v[order] for k, v in keys.items()}
     del keys
-    cat.update({k: _join(cols.pop(k))[order] for k in list(cols)})
+    cat.update({k: _join(cols.pop(k), _DTYPES.get(k, row_dtype))[order] for k in list(cols)})
     return IdleCauses(
         device=cat["device"], start_ns=cat["s"], end_ns=cat["e"],
         cause=cat["cause"], interval=cat["interval"], thread=cat["thread"],
         event=cat["event"], next_row=cat["next"], host_window_ns=cat["hw"],
-        iv_device=_join(ivd), iv_start_ns=_join(ivs), iv_end_ns=_join(ive),
+        iv_device=_join(ivd, np.int32), iv_start_ns=_join(ivs), iv_end_ns=_join(ive),
         busy_ns=busy_by, backlog_busy_ns=backlog_by, analysed_ns=at.total_ns, syncs=syncs, host=host, launch_median_ns=launch_med,
     )
 
@@ -354,11 +358,16 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
 IDLE_BLOCK = 1 << 17
 
 
-def _join(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts as one int64 column (copied only when they need joining or converting)."""
+#: column dtypes of the attribution other than int64 and the row-number columns
+_DTYPES = {"device": np.int32, "cause": np.int8, "thread": np.int32, "s": np.int64, "e": np.int64,
+           "interval": np.int64, "hw": np.int64}
+
+
+def _join(parts: list[np.ndarray], dtype: Any = np.int64) -> np.ndarray:
+    """The parts as one column of ``dtype`` (copied only when they need joining or converting)."""
     if not parts:
-        return _empty_i64()
-    return (np.concatenate(parts) if len(parts) > 1 else parts[0]).astype(np.int64, copy=False)
+        return np.zeros(0, dtype)
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]).astype(dtype, copy=False)
 
 
 def _split(iv: tl.Intervals, cuts: np.ndarray) -> tl.Intervals:
