@@ -145,7 +145,7 @@ class Facts:
         """Every GPU-idle stretch of the analysed time with exactly one cause (host sync, host work,
         data loading, launch overhead, communication, initialisation, outside the window, suspected
         profiler overhead, unknown): the one attribution the idle-time rules and the verdict use."""
-        return idle_causes(self.trace, self.analysed, self.sync_events, self.host_view)
+        return idle_causes(self.trace, self.analysed, self.sync_events, self.host_view, self.gaps)
 
     # ----------------------------------------------------------------- ops and roofline
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from traceclass import timeline as tl
 from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.labels import stage_rows
 from traceclass.facts.analysed import AnalysedTime
-from traceclass.facts.gaps import active_devices, device_gaps, device_rows
+from traceclass.facts.gaps import Gaps, active_devices, device_gaps, device_rows
 from traceclass.facts.host import HostView, host_view, merged_per_thread
 from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
@@ -203,9 +203,10 @@ def _empty_i64() -> np.ndarray:
 
 
 def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
-                host: HostView | None = None) -> IdleCauses:
+                host: HostView | None = None, gaps_of: Callable[[int], Gaps] | None = None) -> IdleCauses:
     """Attribute every idle stretch of every active device inside ``at`` (module docstring);
-    ``syncs``/``host``: the Facts' sync events and host view when already computed."""
+    ``syncs``/``host``/``gaps_of``: the Facts' sync events, host view and per-device gaps, so
+    they are computed once."""
     gpu, api = trace.gpu, trace.api
     syncs = sync_events(trace) if syncs is None else syncs
     host = host_view(trace, syncs) if host is None else host
@@ -224,7 +225,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
     n_iv = 0
     row_dtype = np.int32 if max(len(gpu), len(syncs.pid)) < 2**31 else np.int64
     for dev in active_devices(trace):
-        gaps = device_gaps(trace, dev)
+        gaps = device_gaps(trace, dev) if gaps_of is None else gaps_of(dev)
         busy = gaps.busy
         in_window = at.clip(busy)
         if tl.total(in_window) == 0 and not at.synthetic:
