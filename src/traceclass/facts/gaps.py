@@ -54,7 +54,9 @@ def device_gaps(trace: Trace, device: int) -> Gaps:
     nxt = by_start[np.searchsorted(gpu.start_ns[by_start], g1, side="left")] if len(g1) else g1
     prv = by_end[np.searchsorted(gpu.end_ns[by_end], g0, side="left")] if len(g0) else g0
     replay = gpu.graph[prv] & gpu.graph[nxt] & (gpu.api[prv] == gpu.api[nxt]) & (gpu.api[nxt] >= 0)
-    return Gaps(device, busy, g0, g1, prv.astype(np.int64), nxt.astype(np.int64), replay)
+    # row numbers int32 below 2**31 rows: the gaps stay cached for every rule
+    row = np.int32 if len(gpu) < 2**31 else np.int64
+    return Gaps(device, busy, g0, g1, prv.astype(row), nxt.astype(row), replay)
 
 
 def dominant_device(trace: Trace) -> int:

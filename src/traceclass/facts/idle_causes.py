@@ -231,12 +231,15 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         if tl.total(in_window) == 0 and not at.synthetic:
             continue
         busy_by[dev] = tl.total(in_window)
-        own = rows_all = device_rows(trace, dev)
-        own = rows_all[~back[rows_all]]
+        del in_window
+        own = device_rows(trace, dev)
+        own = own[~back[own]]
         backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns[own], gpu.end_ns[own])))
+        del own
         i0, i1 = _split(tl.subtract(at.intervals, busy), at.step_start_ns)
         keep = i1 > i0
         i0, i1 = i0[keep], i1[keep]
+        del keep
         n = len(i0)
         if n == 0:
             ivd.append(np.zeros(0, np.int32))
@@ -245,7 +248,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
             continue
         rows = device_rows(trace, dev)
         rows = rows[gpu.end_ns[rows] > gpu.start_ns[rows]]
-        by_start = rows[np.argsort(gpu.start_ns[rows], kind="stable")]
+        by_start = rows[np.argsort(gpu.start_ns[rows], kind="stable")].astype(row_dtype)
         start_by = gpu.start_ns[by_start]
         del rows
 
@@ -267,9 +270,9 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         # temporaries are a block's, not the device's (millions of idle intervals at 10 GB of
         # trace). Only the per-thread cause of the host window (part 3 of the docstring) looks
         # at all of a thread's intervals at once, so each thread's coverage sets are indexed once.
-        thread = np.empty(n, np.int64)
+        thread = np.empty(n, np.int32)
         h1 = np.empty(n, np.int64)  # host window end
-        ev = np.full(n, -1, np.int64)
+        ev = np.full(n, -1, row_dtype)
         sync_end = np.empty(n, np.int64)
         for b0 in range(0, n, IDLE_BLOCK):
             j0, j1 = i0[b0:b0 + IDLE_BLOCK], i1[b0:b0 + IDLE_BLOCK]
