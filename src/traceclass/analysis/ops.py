@@ -181,6 +181,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     launched_at = np.where(gpu.api >= 0, api.start_ns[np.maximum(gpu.api, 0)] if len(api) else gpu.start_ns,
                            gpu.start_ns)
     warm = _in_windows(launched_at, windows) & active
+    del launched_at
     # work queued before the profiler window (the previous iteration's backlog) is no step's work
     warm |= backlog_mask(trace) & active
     use = active & ~warm
@@ -192,6 +193,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     if len(rows):
         owners_u, lengths = tl.union_length_by_group(g_owner[rows], gpu.start_ns[rows], gpu.end_ns[rows])
         owner_time[owners_u] = lengths
+        del owners_u, lengths
     groups: list[OpGroup] = []
     members_of: list[tuple[np.ndarray, np.ndarray]] = []  # (owner op rows, gpu rows) per group
     owners = np.flatnonzero(owner_time > 0)
@@ -200,14 +202,17 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
         grp_of_op = np.full(len(ops), -1, dtype=np.int32)
         grp_of_op[owners] = inv
         g_grp = grp_of_op[g_owner[rows]]
+        del grp_of_op  # op-sized: the slices below are all that is needed of it
         row_slices = slices_by_key(g_grp, rows)
         mem_slices = slices_by_key(inv, owners)
+        del g_grp, inv
         for k, (nc, ic, leaf) in enumerate(uk.tolist()):
             members = mem_slices.get(k, np.zeros(0, np.int64))
             sel = row_slices.get(k, np.zeros(0, np.int64))
             dev = modal_device(gpu.device[sel])
             groups.append(_op_group(env, nc, ic, leaf, members, owner_time, sel, dev))
             members_of.append((members, sel))
+    del rows, owners
     orphan = use & (g_owner < 0)
     if orphan.any():
         graph_rows = np.flatnonzero(orphan & gpu.graph)
