@@ -191,16 +191,21 @@ def blocking_copy_calls(trace: Trace, max_gap_ns: float) -> tuple[np.ndarray, ..
     api = trace.api
     keep = np.flatnonzero(~trace.strings.mask(api.name, lambda s: "EventRecord" in s))
     order = keep[np.lexsort((api.start_ns[keep], api.tid[keep], api.pid[keep]))]
+    del keep
     k = api.kind[order]
-    same = (api.pid[order][1:] == api.pid[order][:-1]) & (api.tid[order][1:] == api.tid[order][:-1])
-    gap = api.start_ns[order][1:] - api.end_ns[order][:-1]
-    waited = np.zeros(len(order), dtype=bool)
-    waited[:-1] = (k[:-1] == ApiKind.MEMCPY_ASYNC) & same & np.isin(k[1:], _WAITS) & (gap <= max_gap_ns)
-    dur = api.end_ns[order] - api.start_ns[order]
-    blocked = np.where(waited, dur + np.r_[dur[1:], 0], dur).astype(np.int64)
-    gaps = np.where(waited, np.r_[gap, 0], 0).astype(np.int64)
-    sel = (k == ApiKind.MEMCPY_SYNC) | waited
-    return order[sel], waited[sel], blocked[sel], gaps[sel]
+    # only copies and the call after each are looked at (not every call: api-sized temporaries)
+    cand = np.flatnonzero((k == ApiKind.MEMCPY_SYNC) | (k == ApiKind.MEMCPY_ASYNC))
+    r = order[cand]
+    has_next = cand + 1 < len(order)
+    nxt = order[np.minimum(cand + 1, len(order) - 1)]
+    same = has_next & (api.pid[nxt] == api.pid[r]) & (api.tid[nxt] == api.tid[r])
+    gap = api.start_ns[nxt] - api.end_ns[r]
+    waited = (k[cand] == ApiKind.MEMCPY_ASYNC) & same & np.isin(api.kind[nxt], _WAITS) & (gap <= max_gap_ns)
+    dur = api.end_ns[r] - api.start_ns[r]
+    blocked = np.where(waited, dur + (api.end_ns[nxt] - api.start_ns[nxt]), dur).astype(np.int64)
+    gaps = np.where(waited, gap, 0).astype(np.int64)
+    sel = (k[cand] == ApiKind.MEMCPY_SYNC) | waited
+    return r[sel], waited[sel], blocked[sel], gaps[sel]
 
 
 def idle_after(trace: Trace, rows: np.ndarray) -> np.ndarray:
