@@ -231,6 +231,7 @@ def rows_within(
         return [np.zeros(0, dtype=row_index_dtype(0)) for _ in range(len(start))]
     th, _ = group_ids(row_pid, row_tid)
     order = np.lexsort((row_t, th)).astype(row_index_dtype(len(row_t)), copy=False)
+    order.setflags(write=False)  # the ranges' rows are views of it
     th_sorted, t_sorted = th[order], row_t[order]
     thread_key = {}
     firsts = np.r_[0, np.flatnonzero(np.diff(th_sorted)) + 1]
@@ -254,7 +255,9 @@ def rows_within(
             hi = a + int(np.searchsorted(t_sorted[a:b], e, side="right"))
             if hi > lo:
                 parts.append(order[lo:hi])
-        out.append(np.concatenate(parts) if parts else order[:0].copy())
+        # one part is a view of the shared order (no copy: ranges nest, so copies would hold
+        # every row once per range around it); callers only read these arrays
+        out.append(parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else order[:0])
     return out
 
 
