@@ -36,6 +36,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -205,6 +206,10 @@ _JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_
 PEERS = {"HTA": ("hta", _HTA), "TraceLens": ("TraceLens", _TRACELENS)}
 
 
+#: a stage line of TRACECLASS_TIMINGS=1 (traceclass/timings.py); stage names hold spaces
+_TIMING = re.compile(r"^timing (.+) ([0-9.]+) peak_rss_mb ([0-9]+) rss_mb ([0-9]+)$")
+
+
 def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, int, dict[str, float]]:
     """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
     env = dict(os.environ)
@@ -219,10 +224,12 @@ def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, i
     secs, cpu, rss = proc.stdout.split()[-3:]
     stages: dict[str, float] = {}
     for line in proc.stderr.splitlines():
-        if line.startswith("timing "):
-            name, val, _, mb = line[7:].rsplit(" ", 3)
+        m = _TIMING.match(line)
+        if m:
+            name, val, mb, now = m.groups()
             stages[name] = stages.get(name, 0.0) + float(val)
             stages["peak MB after " + name] = float(mb)
+            stages["resident MB after " + name] = float(now)
     return float(secs), float(cpu), int(rss), stages
 
 
@@ -286,6 +293,8 @@ def _stream(args: argparse.Namespace, tmp: Path) -> None:
     print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if not k.startswith("peak")))
     print("peak RSS (MB) after: " + ", ".join(f"{k[14:]} {v:.0f}" for k, v in stages.items()
                                              if k.startswith("peak MB after ") and not k.startswith("peak MB after rule ")))
+    print("resident (MB) after: " + ", ".join(f"{k[18:]} {v:.0f}" for k, v in stages.items()
+                                             if k.startswith("resident MB after ")))
 
 
 def main() -> None:
