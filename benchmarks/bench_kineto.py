@@ -290,7 +290,7 @@ def _stream(args: argparse.Namespace, tmp: Path) -> None:
     secs, cpu, rss, stages = child(_ANALYZE, path, timings=True)
     print(f"traceclass analyze: {secs:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss / 1e9:.2f} GB ({rss / raw:.2f}x the uncompressed "
           f"size; target <= 4 GB for 10 GB)")
-    print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if not k.startswith("peak")))
+    print("stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items() if not k.startswith(("peak", "resident"))))
     print("peak RSS (MB) after: " + ", ".join(f"{k[14:]} {v:.0f}" for k, v in stages.items()
                                              if k.startswith("peak MB after ") and not k.startswith("peak MB after rule ")))
     print("resident (MB) after: " + ", ".join(f"{k[18:]} {v:.0f}" for k, v in stages.items()
@@ -350,7 +350,7 @@ def main() -> None:
                     rules = sum(v for k, v in st.items() if k.startswith("rule "))
                     other = am - sum(st.get(k, 0.0) for k in ("read", "analyses", "report", "render")) - rules
                     print("        stages (median s): imports+startup ~" + f"{other:.2f}, " + ", ".join(
-                        f"{k} {v:.3f}" for k, v in st.items() if v >= 0.0005 and not k.startswith("peak")), flush=True)
+                        f"{k} {v:.3f}" for k, v in st.items() if v >= 0.0005 and not k.startswith(("peak", "resident"))), flush=True)
                     print("        peak RSS (MB) after: " + ", ".join(
                         f"{k[14:]} {v:.0f}" for k, v in st.items() if k.startswith("peak MB after ")
                         and not k.startswith("peak MB after rule ")), flush=True)
