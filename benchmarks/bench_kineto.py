@@ -36,7 +36,6 @@ import argparse
 import gzip
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import msgspec
+
+from traceclass.timings import LINE as TIMING_LINE
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -206,10 +207,6 @@ _JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_
 PEERS = {"HTA": ("hta", _HTA), "TraceLens": ("TraceLens", _TRACELENS)}
 
 
-#: a stage line of TRACECLASS_TIMINGS=1 (traceclass/timings.py); stage names hold spaces
-_TIMING = re.compile(r"^timing (.+) ([0-9.]+) peak_rss_mb ([0-9]+) rss_mb ([0-9]+)$")
-
-
 def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, int, dict[str, float]]:
     """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
     env = dict(os.environ)
@@ -224,7 +221,7 @@ def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, i
     secs, cpu, rss = proc.stdout.split()[-3:]
     stages: dict[str, float] = {}
     for line in proc.stderr.splitlines():
-        m = _TIMING.match(line)
+        m = TIMING_LINE.match(line)
         if m:
             name, val, mb, now = m.groups()
             stages[name] = stages.get(name, 0.0) + float(val)

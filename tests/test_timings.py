@@ -1,5 +1,5 @@
 """TRACECLASS_TIMINGS=1: one line per stage with its time, peak and current resident memory,
-in the form benchmarks/bench_kineto.py parses."""
+in the form ``timings.LINE`` (which benchmarks/bench_kineto.py parses with) matches."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "torch_ddp-nccl-train_a100.json.gz"
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from traceclass.timings import LINE
 
-import bench_kineto  # noqa: E402
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "torch_ddp-nccl-train_a100.json.gz"
 
 
 def test_stage_lines_carry_time_peak_and_resident_memory(tmp_path):
@@ -19,7 +18,7 @@ def test_stage_lines_carry_time_peak_and_resident_memory(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "traceclass", "analyze", str(SAMPLE), "-o", str(tmp_path / "r.md")],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    got = [bench_kineto._TIMING.match(line) for line in proc.stderr.splitlines() if line.startswith("timing ")]
+    got = [LINE.match(line) for line in proc.stderr.splitlines() if line.startswith("timing ")]
     assert got and all(got)
     names = [m.group(1) for m in got]
     assert {"read", "link", "analyses", "report", "render"} <= set(names) and "rule TC202" in names

@@ -10,12 +10,16 @@ context-manager call.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
 ENABLED = bool(os.environ.get("TRACECLASS_TIMINGS"))
+
+#: one stage's line: name (may hold spaces), seconds, peak and current resident MiB
+LINE = re.compile(r"^timing (.+) ([0-9.]+) peak_rss_mb ([0-9]+) rss_mb ([0-9]+)$")
 
 
 @contextmanager
