@@ -177,7 +177,8 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return parent, d.astype(np.int16), ok
 
 
-#: rows per block where a whole-table check would otherwise make table-sized temporaries
+#: rows (checks, ancestor walks) or queries (containment) per block, where doing the whole
+#: table at once would make a dozen table-sized temporaries; each block is independent
 _BLOCK = 1 << 20
 
 
