@@ -136,7 +136,7 @@ def test_known_device_is_not_replaced_by_the_partial_spec(tmp_path):
 
 
 def test_row_index_dtype_is_narrow_until_rows_outgrow_int32():
-    from traceclass.analysis.stages import row_index_dtype
+    from traceclass.model.table import row_index_dtype
 
     assert row_index_dtype(0) is np.int32
     assert row_index_dtype(2**31 - 1) is np.int32

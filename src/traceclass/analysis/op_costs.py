@@ -14,6 +14,7 @@ import numpy as np
 from traceclass import costmodel
 from traceclass.model import GpuKind, OpInputs, Trace
 from traceclass.model.nesting import group_ids
+from traceclass.model.table import row_index_dtype
 
 _KERNEL_DTYPE = [
     ("bf16", re.compile(r"(?i)bf16|bfloat16")),
@@ -65,7 +66,7 @@ def estimate_all(trace: Trace) -> PairCosts:
     inv, n_pairs = group_ids(ops.name, ops.inputs)
     first = np.zeros(n_pairs, dtype=np.int64)
     first[inv[::-1]] = np.arange(n_ops)[::-1]  # a representative row per pair
-    inv = inv.astype(np.int32 if n_pairs < 2**31 else np.int64)
+    inv = inv.astype(row_index_dtype(n_pairs))
     pair = np.stack([ops.name[first].astype(np.int64), ops.inputs[first].astype(np.int64)], 1)
     ok = np.zeros(len(pair), dtype=bool)
     fl = np.zeros(len(pair))

@@ -39,6 +39,7 @@ from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, h
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
 from traceclass.model.nesting import ancestors_until, group_ids
+from traceclass.model.table import row_index_dtype
 
 RoofFor = Callable[[int, str, str], Roof | None]  # (device index, precision, unit) -> Roof
 
@@ -132,7 +133,7 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     del demoted
     # row numbers as int32 where the table allows: owner_of_op and the group columns stay
     # cached for every rule (op-sized: hundreds of MB as int64 at 10 GB of trace)
-    row_dtype = np.int32 if n_ops < 2**31 else np.int64
+    row_dtype = row_index_dtype(n_ops)
     owner_of_op = ancestors_until(parent, np.arange(n_ops, dtype=row_dtype), owner_mask).astype(row_dtype) \
         if n_ops else np.zeros(0, row_dtype)
     self_owned = np.flatnonzero(owner_of_op < 0)

@@ -22,6 +22,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.model.nesting import group_ids
+from traceclass.model.table import row_index_dtype
 
 WHOLE_TRACE = "(whole trace)"
 STEP_NAME = "ProfilerStep"
@@ -334,11 +335,6 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
 
 #: launch calls per batch of ranges in the GPU projection (each call brings its kernels)
 PROJECTION_BATCH = 1 << 20
-
-
-def row_index_dtype(n_rows: int) -> type[np.signedinteger]:  # type: ignore[type-arg]
-    """The narrowest signed integer that indexes ``n_rows`` rows (and holds -1)."""
-    return np.int32 if n_rows < 2**31 else np.int64
 
 
 def _ragged_arange(counts: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 
 from traceclass import timeline as tl
 from traceclass.model import GpuKind, Trace
+from traceclass.model.table import row_index_dtype
 
 def active_devices(trace: Trace) -> list[int]:
     gpu = trace.gpu
@@ -54,8 +55,7 @@ def device_gaps(trace: Trace, device: int) -> Gaps:
     nxt = by_start[np.searchsorted(gpu.start_ns[by_start], g1, side="left")] if len(g1) else g1
     prv = by_end[np.searchsorted(gpu.end_ns[by_end], g0, side="left")] if len(g0) else g0
     replay = gpu.graph[prv] & gpu.graph[nxt] & (gpu.api[prv] == gpu.api[nxt]) & (gpu.api[nxt] >= 0)
-    # row numbers int32 below 2**31 rows: the gaps stay cached for every rule
-    row = np.int32 if len(gpu) < 2**31 else np.int64
+    row = row_index_dtype(len(gpu))  # the gaps stay cached for every rule
     return Gaps(device, busy, g0, g1, prv.astype(row), nxt.astype(row), replay)
 
 

@@ -58,6 +58,7 @@ from traceclass.facts.host import HostView, host_view, merged_per_thread
 from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
+from traceclass.model.table import row_index_dtype
 
 HOST_SYNC, HOST_WORK, DATA_LOADING, LAUNCH_OVERHEAD, COMMUNICATION, INITIALISATION, OUTSIDE_WINDOW, \
     PROFILER_OVERHEAD, UNKNOWN = range(9)
@@ -223,7 +224,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
     backlog_by: dict[int, int] = {}
     back = backlog_mask(trace)
     n_iv = 0
-    row_dtype = np.int32 if max(len(gpu), len(syncs.pid)) < 2**31 else np.int64
+    row_dtype = row_index_dtype(max(len(gpu), len(syncs.pid)))
     for dev in active_devices(trace):
         gaps = device_gaps(trace, dev) if gaps_of is None else gaps_of(dev)
         busy = gaps.busy

@@ -17,6 +17,12 @@ import numpy as np
 T = TypeVar("T", bound="Table")
 
 
+def row_index_dtype(n_rows: int) -> type[np.signedinteger]:  # type: ignore[type-arg]
+    """The narrowest signed integer that indexes ``n_rows`` rows (and holds -1): row numbers
+    kept in cached facts are int32 until a table outgrows it."""
+    return np.int32 if n_rows < 2**31 else np.int64
+
+
 def column(dtype: Any, fill: Any = -1, doc: str = "", text: bool = False, enum: Any = None) -> Any:
     """Declare a column: its numpy dtype, the fill value for "unknown", and its meaning.
 
