@@ -38,6 +38,15 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return s[first], e[last]
 
 
+def union(*sets: Intervals) -> Intervals:
+    """Union of merged sets, as a merged set (one set is returned as it is)."""
+    if not sets:
+        return empty()
+    if len(sets) == 1:
+        return sets[0]
+    return merge(np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets]))
+
+
 def total(iv: Intervals) -> int:
     """Total length of a merged interval set."""
     return int((iv[1] - iv[0]).sum())

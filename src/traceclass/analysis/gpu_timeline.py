@@ -86,7 +86,7 @@ def device_timelines(trace: Trace, fam: np.ndarray | None = None) -> list[Device
         copy = tl.merge(s[copy_m], e[copy_m])
         w0, w1 = int(s.min()), int(e.max())
         busy_ns = tl.total(busy)
-        covered = tl.merge(np.r_[compute[0], comm[0]], np.r_[compute[1], comm[1]])
+        covered = tl.union(compute, comm)
         pw = trace.window
         prof_ns = idle_pw = None
         if pw is not None and pw[1] > pw[0]:

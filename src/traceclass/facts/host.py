@@ -93,12 +93,4 @@ def merged_per_thread(pid: np.ndarray, tid: np.ndarray,
                 rows = order[cuts[k]:cuts[k + 1]]
                 pieces[k].append(tl.merge(s[rows], e[rows]))
         del order
-    return [_union(ps) for ps in pieces]
-
-
-def _union(sets: list[tl.Intervals]) -> tl.Intervals:
-    if not sets:
-        return tl.empty()
-    if len(sets) == 1:
-        return sets[0]
-    return tl.merge(np.concatenate([x[0] for x in sets]), np.concatenate([x[1] for x in sets]))
+    return [tl.union(*ps) for ps in pieces]

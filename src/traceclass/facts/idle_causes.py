@@ -271,6 +271,8 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
         # temporaries are a block's, not the device's (millions of idle intervals at 10 GB of
         # trace). Only the per-thread cause of the host window (part 3 of the docstring) looks
         # at all of a thread's intervals at once, so each thread's coverage sets are indexed once.
+        # The launch lookup runs twice per block (here and when the segments are cut) rather
+        # than keeping four more interval-sized columns between the passes.
         thread = np.empty(n, np.int32)
         h1 = np.empty(n, np.int64)  # host window end
         ev = np.full(n, -1, row_dtype)
@@ -416,7 +418,6 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     init_ops = init_op_mask(trace)
 
     def per_thread(*parts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> list[tl.Intervals]:
-        """Merged intervals per host thread of the (pid, tid, start, end) rows of ``parts``."""
         return merged_per_thread(host.pid, host.tid, list(parts))
 
     return _ThreadSets(

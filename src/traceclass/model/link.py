@@ -48,18 +48,13 @@ def link(trace: Trace) -> Trace:
 
     if len(api):
         api_op = api.op.copy()
-        todo = api_op < 0
-        if todo.all() and len(ops):  # (Kineto: every call) the columns as they are, not copies
-            api_op = _op_for_calls(ops, api.pid, api.tid, api.start_ns, api.external_id).astype(api_op.dtype)
-        elif todo.any() and len(ops):
+        todo = _rows_to_link(api_op)
+        if todo is not None and len(ops):
             api_op[todo] = _op_for_calls(ops, api.pid[todo], api.tid[todo], api.start_ns[todo],
                                          api.external_id[todo])
         api_ann = api.annotation.copy()
-        todo = api_ann < 0
-        if todo.all() and len(ann):
-            api_ann = innermost_containing(ann.pid, ann.tid, ann.start_ns, ann.end_ns, ann.depth,
-                                           api.pid, api.tid, api.start_ns).astype(api_ann.dtype)
-        elif todo.any() and len(ann):
+        todo = _rows_to_link(api_ann)
+        if todo is not None and len(ann):
             api_ann[todo] = innermost_containing(
                 ann.pid, ann.tid, ann.start_ns, ann.end_ns, ann.depth,
                 api.pid[todo], api.tid[todo], api.start_ns[todo],
@@ -86,6 +81,15 @@ def link(trace: Trace) -> Trace:
         gpu = gpu.replace(api=g_api, op=g_op, graph=graph)
 
     return trace.replace(ops=ops, annotations=ann, python=py, api=api, gpu=gpu, notes=tuple(notes))
+
+
+def _rows_to_link(link_col: np.ndarray) -> slice | np.ndarray | None:
+    """Rows still unlinked (-1): a slice when all are (Kineto), so the columns are read as
+    views, not copied; None when none is."""
+    todo = link_col < 0
+    if todo.all():
+        return slice(None)
+    return todo if todo.any() else None
 
 
 def _op_for_calls(ops, pid, tid, t, external_id):  # type: ignore[no-untyped-def]
