@@ -47,6 +47,7 @@ from traceclass.model import (
 from traceclass.model.api_names import CBID_NAMES, api_kind, strip_version
 from traceclass.model.link import link
 from traceclass.model.names import annotation_kind, short_kernel_name
+from traceclass.model.table import narrowed
 from traceclass.timings import stage
 
 CHUNK_EVENTS = 10_000
@@ -184,8 +185,12 @@ def _decode_chunk(state: "_ChunkState", buf: bytes) -> list[Any]:
     return evs
 
 
+_NARROW = frozenset().union(*(t.narrow_columns() for t in (Ops, Annotations, PythonFrames, ApiCalls, GpuActivity)))
+
+
 class _Columns:
-    """Accumulates per-category column chunks."""
+    """Accumulates per-category column chunks; id columns that fit int32 are held so from the
+    first chunk, so reading never holds them at twice their width."""
 
     def __init__(self) -> None:
         self.parts: dict[int, dict[str, list[np.ndarray]]] = {}
@@ -193,7 +198,7 @@ class _Columns:
     def add(self, cat: int, **cols: np.ndarray) -> None:
         d = self.parts.setdefault(cat, {})
         for k, v in cols.items():
-            d.setdefault(k, []).append(v)
+            d.setdefault(k, []).append(narrowed(v) if k in _NARROW else v)
 
     def get(self, cat: int) -> dict[str, np.ndarray]:
         """The category's columns, each joined once; its chunks are released as they are

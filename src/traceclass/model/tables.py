@@ -3,7 +3,9 @@
 All times are integer nanoseconds on the trace's own clock; all sizes are bytes. ``-1`` means
 "unknown" in integer columns (ids, indices, byte counts), ``NaN`` in float columns. Name
 columns hold codes into ``Trace.strings``. Link columns (``parent``, ``op``, ``api``,
-``launch``) hold row indices into the table named in their doc, or -1.
+``launch``) hold row indices into the table named in their doc, or -1. Process, thread,
+stream, correlation, external and sequence ids are int32 when every value of the column fits,
+else int64 (``narrow`` columns, :mod:`traceclass.model.table`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ I8, I16, I32, I64, F64, BOOL = np.int8, np.int16, np.int32, np.int64, np.float64
 class Threads(Table):
     """Host threads (and processes) seen in the trace."""
 
-    pid: np.ndarray = column(I64, doc="OS process id")
-    tid: np.ndarray = column(I64, doc="OS thread id")
+    pid: np.ndarray = column(I64, doc="OS process id", narrow=True)
+    tid: np.ndarray = column(I64, doc="OS thread id", narrow=True)
     name: np.ndarray = column(I32, text=True, doc="thread name (string code)")
 
 
@@ -33,11 +35,11 @@ class Ops(Table):
 
     start_ns: np.ndarray = column(I64, doc="start")
     end_ns: np.ndarray = column(I64, doc="end")
-    pid: np.ndarray = column(I64)
-    tid: np.ndarray = column(I64)
+    pid: np.ndarray = column(I64, narrow=True)
+    tid: np.ndarray = column(I64, narrow=True)
     name: np.ndarray = column(I32, text=True, doc="op name (string code)")
-    external_id: np.ndarray = column(I64, doc="profiler External id, links launches to the op")
-    seq: np.ndarray = column(I64, doc="autograd sequence number (forward <-> backward)")
+    external_id: np.ndarray = column(I64, doc="profiler External id, links launches to the op", narrow=True)
+    seq: np.ndarray = column(I64, doc="autograd sequence number (forward <-> backward)", narrow=True)
     inputs: np.ndarray = column(I32, doc="recorded inputs (code into Trace.inputs)")
     flops: np.ndarray = column(F64, np.nan, doc="FLOPs recorded by the profiler, if any")
     parent: np.ndarray = column(I32, doc="enclosing op on the same thread (row in Ops)")
@@ -50,11 +52,11 @@ class Annotations(Table):
 
     start_ns: np.ndarray = column(I64)
     end_ns: np.ndarray = column(I64)
-    pid: np.ndarray = column(I64)
-    tid: np.ndarray = column(I64)
+    pid: np.ndarray = column(I64, narrow=True)
+    tid: np.ndarray = column(I64, narrow=True)
     name: np.ndarray = column(I32, text=True, doc="range name (string code); NVTX: 'domain:message'")
     kind: np.ndarray = column(I8, 0, doc="AnnotationKind", enum=AnnotationKind)
-    external_id: np.ndarray = column(I64)
+    external_id: np.ndarray = column(I64, narrow=True)
     parent: np.ndarray = column(I32, doc="enclosing annotation on the same thread")
     depth: np.ndarray = column(I16, 0)
 
@@ -65,8 +67,8 @@ class PythonFrames(Table):
 
     start_ns: np.ndarray = column(I64)
     end_ns: np.ndarray = column(I64)
-    pid: np.ndarray = column(I64)
-    tid: np.ndarray = column(I64)
+    pid: np.ndarray = column(I64, narrow=True)
+    tid: np.ndarray = column(I64, narrow=True)
     name: np.ndarray = column(I32, text=True, doc="'file.py(LINE): function' or 'nn.Module: Name'")
     parent: np.ndarray = column(I32, doc="calling frame (row in PythonFrames)")
     depth: np.ndarray = column(I16, 0)
@@ -78,12 +80,12 @@ class ApiCalls(Table):
 
     start_ns: np.ndarray = column(I64)
     end_ns: np.ndarray = column(I64)
-    pid: np.ndarray = column(I64)
-    tid: np.ndarray = column(I64)
+    pid: np.ndarray = column(I64, narrow=True)
+    tid: np.ndarray = column(I64, narrow=True)
     name: np.ndarray = column(I32, text=True, doc="API name without version suffix")
     kind: np.ndarray = column(I8, 0, doc="ApiKind", enum=ApiKind)
-    correlation: np.ndarray = column(I64, doc="links to GPU rows with the same correlation")
-    external_id: np.ndarray = column(I64)
+    correlation: np.ndarray = column(I64, doc="links to GPU rows with the same correlation", narrow=True)
+    external_id: np.ndarray = column(I64, narrow=True)
     op: np.ndarray = column(I32, doc="innermost op that made the call (row in Ops)")
     annotation: np.ndarray = column(I32, doc="innermost annotation around the call")
 
@@ -95,12 +97,12 @@ class GpuActivity(Table):
     start_ns: np.ndarray = column(I64)
     end_ns: np.ndarray = column(I64)
     device: np.ndarray = column(I32, doc="device index")
-    stream: np.ndarray = column(I64, doc="stream / queue id")
+    stream: np.ndarray = column(I64, doc="stream / queue id", narrow=True)
     kind: np.ndarray = column(I8, 0, doc="GpuKind", enum=GpuKind)
     name: np.ndarray = column(I32, text=True, doc="display name (short kernel name)")
     full_name: np.ndarray = column(I32, text=True, doc="full (demangled) name when it differs, else -1")
-    correlation: np.ndarray = column(I64)
-    external_id: np.ndarray = column(I64)
+    correlation: np.ndarray = column(I64, narrow=True)
+    external_id: np.ndarray = column(I64, narrow=True)
     bytes: np.ndarray = column(I64, doc="bytes copied or set")
     copy_kind: np.ndarray = column(I8, 0, doc="CopyKind (memcpy rows)", enum=CopyKind)
     src_mem: np.ndarray = column(I8, 7, doc="MemKind of the source (memcpy rows)", enum=MemKind)
