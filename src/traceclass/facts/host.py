@@ -39,10 +39,11 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
     names = trace.strings
     data_ann = (ann.kind == AnnotationKind.DATALOADER) | (
         (ann.kind == AnnotationKind.USER) & names.mask(ann.name, lambda s: DATA_STAGE.search(s) is not None))
+    o, f, a = covering_rows(trace)
     parts = [
-        (0, ops.pid, ops.tid, ops.start_ns, ops.end_ns),
-        (0, py.pid, py.tid, py.start_ns, py.end_ns),
-        (0, api.pid, api.tid, api.start_ns, api.end_ns),
+        (0, ops.pid[o], ops.tid[o], ops.start_ns[o], ops.end_ns[o]),
+        (0, py.pid[f], py.tid[f], py.start_ns[f], py.end_ns[f]),
+        (0, api.pid[a], api.tid[a], api.start_ns[a], api.end_ns[a]),
         (1, ev.pid, ev.tid, ev.wait_ns, ev.end_ns),
         (2, ann.pid[data_ann], ann.tid[data_ann], ann.start_ns[data_ann], ann.end_ns[data_ann]),
     ]
@@ -58,6 +59,51 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
     sets = [merged_per_thread(pid, tid, [p[1:] for p in parts if p[0] == c]) for c in range(3)]
     del parts
     return HostView(pid, tid, sets[0], sets[1], sets[2])
+
+
+_BLOCK = 1 << 20  # rows per block of the containment checks: a few MB of temporaries
+
+
+def covering_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ops, Python frames and runtime calls whose intervals are not inside another row
+    of the same kind on the same thread: an op inside its parent op, a frame inside its caller,
+    a call inside the op that made it (same thread). Per thread, the union of these rows'
+    intervals is the union of all rows' (each dropped row lies inside a kept one, or inside a
+    dropped one inside a kept one), from a small part of them: at 10 GB of trace, merging
+    every op and call held several arrays of tens of millions of rows."""
+    ops, py, api = trace.ops, trace.python, trace.api
+    return (_outside_parent(ops.start_ns, ops.end_ns, ops.parent),
+            _outside_parent(py.start_ns, py.end_ns, py.parent),
+            _outside_op(trace))
+
+
+def _outside_parent(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Rows with no parent or not inside it (a repaired overlap can outlast its parent)."""
+    keep = []
+    for lo in range(0, len(start), _BLOCK):
+        hi = min(lo + _BLOCK, len(start))
+        p = parent[lo:hi]
+        up = np.maximum(p, 0)
+        out = (p < 0) | (start[lo:hi] < start[up]) | (end[lo:hi] > end[up])
+        keep.append(np.flatnonzero(out) + lo)
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+
+
+def _outside_op(trace: Trace) -> np.ndarray:
+    """Runtime calls not inside the op that made them, on the same thread."""
+    ops, api = trace.ops, trace.api
+    keep = []
+    for lo in range(0, len(api), _BLOCK):
+        hi = min(lo + _BLOCK, len(api))
+        o = api.op[lo:hi]
+        if len(ops) == 0:
+            keep.append(np.arange(lo, hi))
+            continue
+        up = np.maximum(o, 0)
+        inside = ((o >= 0) & (ops.start_ns[up] <= api.start_ns[lo:hi]) & (api.end_ns[lo:hi] <= ops.end_ns[up])
+                  & (ops.pid[up] == api.pid[lo:hi]) & (ops.tid[up] == api.tid[lo:hi]))
+        keep.append(np.flatnonzero(~inside) + lo)
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
 
 def _thread_pairs(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -54,7 +54,7 @@ from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.labels import stage_rows
 from traceclass.facts.analysed import AnalysedTime
 from traceclass.facts.gaps import Gaps, active_devices, device_gaps, device_rows
-from traceclass.facts.host import HostView, host_view, merged_per_thread
+from traceclass.facts.host import HostView, covering_rows, host_view, merged_per_thread
 from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
@@ -420,13 +420,16 @@ def _thread_sets(trace: Trace, host: HostView) -> _ThreadSets:
     def per_thread(*parts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> list[tl.Intervals]:
         return merged_per_thread(host.pid, host.tid, list(parts))
 
+    o, f, a = covering_rows(trace)  # the same unions as every op, frame and call
+
     return _ThreadSets(
         comm=per_thread((ops.pid[comm_ops], ops.tid[comm_ops], ops.start_ns[comm_ops], ops.end_ns[comm_ops]),
                         (ann.pid[comm_ann], ann.tid[comm_ann], ann.start_ns[comm_ann], ann.end_ns[comm_ann])),
         init=per_thread((api.pid[init_api], api.tid[init_api], api.start_ns[init_api], api.end_ns[init_api]),
                         (ops.pid[init_ops], ops.tid[init_ops], ops.start_ns[init_ops], ops.end_ns[init_ops])),
-        recorded=per_thread((ops.pid, ops.tid, ops.start_ns, ops.end_ns), (api.pid, api.tid, api.start_ns, api.end_ns)),
-        python=per_thread((py.pid, py.tid, py.start_ns, py.end_ns)),
+        recorded=per_thread((ops.pid[o], ops.tid[o], ops.start_ns[o], ops.end_ns[o]),
+                            (api.pid[a], api.tid[a], api.start_ns[a], api.end_ns[a])),
+        python=per_thread((py.pid[f], py.tid[f], py.start_ns[f], py.end_ns[f])),
     )
 
 
