@@ -63,7 +63,6 @@ import numpy as np
 
 from traceclass import units
 from traceclass import timeline as tl
-from traceclass.analysis import gap_causes
 from traceclass.analysis import labels
 from traceclass.facts import idle_causes as ic
 from traceclass.analysis.locations import device_tag, heaviest
@@ -102,19 +101,17 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         return
     st = ctx.facts.steps
     ev = ctx.facts.sync_events
-    host = ctx.facts.host_view
     devices = ctx.facts.active_devices
     for dev in devices:
         gaps = ctx.facts.gaps(dev)
         if len(gaps.busy[0]) == 0:  # only zero-length rows (integer-us traces): no timeline
             continue
-        causes = gap_causes.gap_causes(trace, gaps, host)
         windows = _windows(th, st, gaps, ctx.analysed.holds(st.start_ns) | st.synthetic)
         if not any(w["steady"] for w in windows):
             continue
         index = _WindowIndex(trace, dev, ev, ctx.idle)
         for w in windows:
-            _explain(ctx, th, w, gaps, causes, ev, index)
+            _explain(ctx, th, w, gaps, ev, index)
         yield _finding(ctx, th, st, dev, device_tag(dev, devices), windows, _basis_ns(ctx, st, gaps))
 
 
@@ -193,7 +190,7 @@ class _WindowIndex:
         return np.sort(self.segs[lo:hi][self.seg_end[lo:hi] > s])
 
 
-def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps.Gaps, causes: gap_causes.GapCauses,
+def _explain(ctx: Context, th: Mapping[str, Any], w: dict[str, Any], gaps: fgaps.Gaps,
              ev: fsyncs.SyncEvents, index: _WindowIndex) -> None:
     trace = ctx.trace
     gpu = trace.gpu
