@@ -21,11 +21,12 @@ ns-resolution traces that moves idle by up to a few percentage points. We do not
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from traceclass import timeline as tl
-from traceclass.analysis.kernel_families import gpu_families
+from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_family_codes
 from traceclass.model import GpuKind, Trace
 
 
@@ -65,26 +66,35 @@ class DeviceTimeline:
         return 100.0 * value_ns / w if w > 0 else 0.0
 
 
-def device_timelines(trace: Trace, fam: np.ndarray | None = None) -> list[DeviceTimeline]:
+_COMM = FAMILY_ORDER.index("comm")
+
+
+def device_timelines(trace: Trace, fam_code: np.ndarray | None = None,
+                     busy_of: Callable[[int], tl.Intervals] | None = None) -> list[DeviceTimeline]:
+    """One timeline per device with GPU work. ``fam_code``: the kernel family codes
+    (:func:`~traceclass.analysis.kernel_families.gpu_family_codes`) if already computed;
+    ``busy_of``: a device's busy set if already computed (the cached gaps hold it)."""
     gpu = trace.gpu
     if len(gpu) == 0:
         return []
     out = []
-    fam = gpu_families(trace) if fam is None else fam
+    fam_code = gpu_family_codes(trace) if fam_code is None else fam_code
     for dev in np.unique(gpu.device[gpu.kind != GpuKind.SYNC]).tolist():
-        on = (gpu.device == dev) & (gpu.kind != GpuKind.SYNC)
+        on = np.flatnonzero((gpu.device == dev) & (gpu.kind != GpuKind.SYNC))
         s, e = gpu.start_ns[on], gpu.end_ns[on]
         kind = gpu.kind[on]
-        f = fam[on]
         kernel = kind == GpuKind.KERNEL
-        comm_m = kernel & (f == "comm")
+        comm_m = kernel & (fam_code[on] == _COMM)
         comp_m = kernel & ~comm_m
         copy_m = (kind == GpuKind.MEMCPY) | (kind == GpuKind.MEMSET)
-        busy = tl.merge(s, e)
+        w0, w1 = int(s.min()), int(e.max())
+        streams = int(len(np.unique(gpu.stream[on])))
+        del on
+        busy = tl.merge(s, e) if busy_of is None else busy_of(int(dev))
         compute = tl.merge(s[comp_m], e[comp_m])
         comm = tl.merge(s[comm_m], e[comm_m])
         copy = tl.merge(s[copy_m], e[copy_m])
-        w0, w1 = int(s.min()), int(e.max())
+        del s, e, comp_m, comm_m, copy_m
         busy_ns = tl.total(busy)
         covered = tl.union(compute, comm)
         pw = trace.window
@@ -115,7 +125,7 @@ def device_timelines(trace: Trace, fam: np.ndarray | None = None) -> list[Device
                 kernels=int(kernel.sum()),
                 memcpys=int((kind == GpuKind.MEMCPY).sum()),
                 memsets=int((kind == GpuKind.MEMSET).sum()),
-                streams=int(len(np.unique(gpu.stream[on]))),
+                streams=streams,
                 profiler_window_ns=prof_ns,
                 idle_in_profiler_window_ns=idle_pw,
             )

@@ -67,7 +67,7 @@ class Facts:
 
     @functools.cached_property
     def timelines(self) -> list[DeviceTimeline]:
-        return device_timelines(self.trace, self.gpu_family)
+        return device_timelines(self.trace, self.gpu_family_code, lambda dev: self.gaps(dev).busy)
 
     @functools.cached_property
     def longest_idle_host(self) -> dict[int, tuple[str, str | None]]:
