@@ -83,7 +83,7 @@ _FIX = {
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
-    found = layout_sites(ctx.trace, ctx.analysis.gpu_family)
+    found = layout_sites(ctx.trace, ctx.analysis.gpu_family_code)
     analysed = ctx.analysed_ns
     per_device: dict[int, int] = {}
     for (_, dev), group in found.items():

@@ -76,7 +76,7 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     analysed = ctx.analysed_ns
     if analysed <= 0 or len(trace.gpu) == 0:
         return
-    fam = ctx.analysis.gpu_family
+    fam = ctx.analysis.gpu_family_code
     rows = comm.comm_rows(trace, fam)
     if len(rows) == 0:
         return

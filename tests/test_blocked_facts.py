@@ -115,3 +115,19 @@ def test_ancestor_walk_in_blocks_with_deep_chains(monkeypatch):
     monkeypatch.setattr(nesting, "FRONTIER_ROUNDS", 3)  # most chains finish by pointer jumping
     got = nesting.ancestors_until(parent, rows, accept)
     assert np.array_equal(want, got) and (want >= 0).sum() > 100 and (want < 0).sum() > 10
+
+
+@pytest.mark.parametrize("where,name", TRACES)
+def test_step_series_in_blocks_equals_whole(where, name, monkeypatch):
+    from traceclass.facts import step_series as ss
+
+    trace = load(str(_path(where, name)))
+    whole = Facts(trace).step_series
+    monkeypatch.setattr(ss, "SERIES_BLOCK", 5)
+    blocked = Facts(trace).step_series
+    assert np.array_equal(whole.steps, blocked.steps)
+    assert whole.per_group == blocked.per_group
+    assert list(whole.per_family) == list(blocked.per_family)
+    assert all(np.array_equal(whole.per_family[k], blocked.per_family[k]) for k in whole.per_family)
+    if "event" not in name:
+        assert whole.steps_count > 1 and sum(map(sum, whole.per_group)) > 0 and whole.per_family

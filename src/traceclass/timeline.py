@@ -10,6 +10,8 @@ import numpy as np
 
 Intervals = tuple[np.ndarray, np.ndarray]
 
+_BLOCK = 1 << 20  # intervals per block of the checks and reductions: a few MB of temporaries
+
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
@@ -17,36 +19,70 @@ def empty() -> Intervals:
     return _EMPTY[0].copy(), _EMPTY[1].copy()
 
 
-def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """Union of intervals as a sorted disjoint set; zero-length intervals vanish."""
+def merge(starts: np.ndarray, ends: np.ndarray, where: np.ndarray | None = None) -> Intervals:
+    """Union of intervals as a sorted disjoint set; zero-length intervals vanish. ``where``:
+    only the rows where it is True (on columns in start order, read a block at a time instead
+    of copying the selected rows first).
+
+    The intervals are swept in start order a block at a time, the running end carried from
+    block to block, so past the sort order (none when the starts already ascend, as GPU rows
+    do) every temporary is one block: the merge of millions of kernels holds a few MB more
+    than its result. Intervals that end at or before their start join groups like any other
+    but never extend one, so groups with nothing in them are dropped at the end instead of
+    copying the input without them first."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
-    keep = ends > starts
-    if not keep.all():
-        starts, ends = starts[keep], ends[keep]
-    if len(starts) == 0:
+    order = None if _ascending(starts) else np.argsort(starts if where is None else starts[where], kind="stable")
+    if where is not None and order is not None:
+        starts, ends, where = starts[where], ends[where], None
+    n = len(starts)
+    if n == 0:
         return empty()
-    if _ascending(starts):  # GPU rows come in start order: no sort, no sorted copies
-        s, e = starts, np.maximum.accumulate(ends)
-    else:
-        order = np.argsort(starts, kind="stable")
-        s = starts[order]
-        e = np.maximum.accumulate(ends[order])
-        del order
-    # a new group starts where the start lies after every earlier end (touching intervals merge)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(s) - 1]
-    return s[first], e[last]
+    out_s: list[np.ndarray] = []
+    out_e: list[np.ndarray] = []
+    open_s = open_e = None  # the group still open at the end of the blocks so far
+    for lo in range(0, n, _BLOCK):
+        rows = slice(lo, lo + _BLOCK) if order is None else order[lo:lo + _BLOCK]
+        s = starts[rows]
+        e = ends[rows]
+        if where is not None:
+            m = where[rows]
+            s, e = s[m], e[m]
+            if len(s) == 0:
+                continue
+        e = np.maximum.accumulate(e)
+        if open_e is not None:
+            np.maximum(e, open_e, out=e)
+        # a new group starts where the start lies after every earlier end (touching intervals merge)
+        new = np.empty(len(s), dtype=bool)
+        new[0] = open_e is None or bool(s[0] > open_e)
+        new[1:] = s[1:] > e[:-1]
+        first = np.flatnonzero(new)
+        if len(first) == 0:  # the whole block continues the open group
+            open_e = e[-1]
+            continue
+        if open_s is not None:
+            out_s.append(np.array([open_s]))
+            out_e.append(np.array([e[first[0] - 1] if first[0] > 0 else open_e]))
+        out_s.append(s[first[:-1]])
+        out_e.append(e[first[1:] - 1])
+        open_s, open_e = s[first[-1]], e[-1]
+    if open_s is None:  # nothing selected
+        return empty()
+    out_s.append(np.array([open_s]))
+    out_e.append(np.array([open_e]))
+    gs = out_s[0] if len(out_s) == 1 else np.concatenate(out_s)
+    ge = out_e[0] if len(out_e) == 1 else np.concatenate(out_e)
+    keep = ge > gs
+    if not keep.all():
+        gs, ge = gs[keep], ge[keep]
+    return gs.astype(np.int64, copy=False), ge.astype(np.int64, copy=False)
 
 
 def _ascending(a: np.ndarray) -> bool:
     """Whether ``a`` never decreases (checked in blocks: no array-sized temporary)."""
-    step = 1 << 20
-    for lo in range(0, len(a) - 1, step):
-        hi = min(lo + step, len(a) - 1)
+    for lo in range(0, len(a) - 1, _BLOCK):
+        hi = min(lo + _BLOCK, len(a) - 1)
         if not (a[lo + 1:hi + 1] >= a[lo:hi]).all():
             return False
     return True
@@ -56,14 +92,40 @@ def union(*sets: Intervals) -> Intervals:
     """Union of merged sets, as a merged set (one set is returned as it is)."""
     if not sets:
         return empty()
-    if len(sets) == 1:
-        return sets[0]
-    return merge(np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets]))
+    full = [x for x in sets if len(x[0])]
+    if len(full) <= 1:
+        return full[0] if full else sets[0]
+    return merge(np.concatenate([s[0] for s in full]), np.concatenate([s[1] for s in full]))
 
 
 def total(iv: Intervals) -> int:
     """Total length of a merged interval set."""
-    return int((iv[1] - iv[0]).sum())
+    s, e = iv
+    if len(s) <= _BLOCK:
+        return int((e - s).sum())
+    return sum(int((e[lo:lo + _BLOCK] - s[lo:lo + _BLOCK]).sum()) for lo in range(0, len(s), _BLOCK))
+
+
+def total_within(iv: Intervals, lo: int, hi: int) -> int:
+    """``total(clip(iv, lo, hi))`` without the clipped copy of the set."""
+    s, e = iv
+    i0 = int(np.searchsorted(e, lo, side="right"))  # first interval ending after lo
+    i1 = int(np.searchsorted(s, hi, side="left"))  # past the last starting before hi
+    if i1 <= i0:
+        return 0
+    return total((s[i0:i1], e[i0:i1])) - max(0, lo - int(s[i0])) - max(0, int(e[i1 - 1]) - hi)
+
+
+def longest(iv: Intervals) -> int:
+    """Index of the longest interval of a set (the first of equals), -1 when empty."""
+    s, e = iv
+    best, best_len = -1, -1
+    for lo in range(0, len(s), _BLOCK):
+        d = e[lo:lo + _BLOCK] - s[lo:lo + _BLOCK]
+        k = int(np.argmax(d))
+        if int(d[k]) > best_len:
+            best, best_len = lo + k, int(d[k])
+    return best
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:

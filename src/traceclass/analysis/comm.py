@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from traceclass import timeline as tl
+from traceclass.analysis.kernel_families import FAMILY_CODE
 from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.model.dtypes import canonical_dtype, dtype_size
 
@@ -42,9 +43,10 @@ class Collectives:
     bytes: np.ndarray  # message bytes per row, -1 unknown
 
 
-def comm_rows(trace: Trace, family: np.ndarray) -> np.ndarray:
+def comm_rows(trace: Trace, family_code: np.ndarray) -> np.ndarray:
+    """Communication kernels (``family_code``: :func:`~traceclass.analysis.kernel_families.gpu_family_codes`)."""
     gpu = trace.gpu
-    return np.flatnonzero((gpu.kind == GpuKind.KERNEL) & (family == "comm"))
+    return np.flatnonzero((gpu.kind == GpuKind.KERNEL) & (family_code == FAMILY_CODE["comm"]))
 
 
 def collectives(trace: Trace, rows: np.ndarray) -> Collectives:
@@ -111,11 +113,11 @@ def _elements(dims: Any) -> int:
     return n
 
 
-def compute_cover(trace: Trace, family: np.ndarray, device: int) -> tl.Intervals:
+def compute_cover(trace: Trace, family_code: np.ndarray, device: int) -> tl.Intervals:
     """Union of the device's compute kernels (kernels that are not communication)."""
     gpu = trace.gpu
-    k = (gpu.device == device) & (gpu.kind == GpuKind.KERNEL) & (family != "comm")
-    return tl.merge(gpu.start_ns[k], gpu.end_ns[k])
+    k = (gpu.device == device) & (gpu.kind == GpuKind.KERNEL) & (family_code != FAMILY_CODE["comm"])
+    return tl.merge(gpu.start_ns, gpu.end_ns, where=k)
 
 
 def exposed(trace: Trace, rows: np.ndarray, cover: tl.Intervals, within: tl.Intervals | None = None) -> tuple[int, int]:

@@ -70,45 +70,57 @@ _COMM = FAMILY_ORDER.index("comm")
 
 
 def device_timelines(trace: Trace, fam_code: np.ndarray | None = None,
-                     busy_of: Callable[[int], tl.Intervals] | None = None) -> list[DeviceTimeline]:
+                     cached: Callable[[int], tuple[tl.Intervals, tl.Intervals]] | None = None) -> list[DeviceTimeline]:
     """One timeline per device with GPU work. ``fam_code``: the kernel family codes
     (:func:`~traceclass.analysis.kernel_families.gpu_family_codes`) if already computed;
-    ``busy_of``: a device's busy set if already computed (the cached gaps hold it)."""
+    ``cached``: a device's busy set and its gaps if already computed (the cached gaps hold
+    both). Overlaps are measured by intersecting the smaller set with the larger (exposed =
+    total - overlap), never by building the gaps of a set of millions of intervals."""
     gpu = trace.gpu
     if len(gpu) == 0:
         return []
     out = []
     fam_code = gpu_family_codes(trace) if fam_code is None else fam_code
-    for dev in np.unique(gpu.device[gpu.kind != GpuKind.SYNC]).tolist():
-        on = np.flatnonzero((gpu.device == dev) & (gpu.kind != GpuKind.SYNC))
-        s, e = gpu.start_ns[on], gpu.end_ns[on]
-        kind = gpu.kind[on]
-        kernel = kind == GpuKind.KERNEL
-        comm_m = kernel & (fam_code[on] == _COMM)
+    active = gpu.kind != GpuKind.SYNC
+    is_comm = fam_code == _COMM
+    lim = np.iinfo(np.int64)
+    for dev in np.unique(gpu.device[active]).tolist():
+        # masks over the whole table, merged in place: no copy of the device's rows
+        on = active & (gpu.device == dev)
+        kernel = on & (gpu.kind == GpuKind.KERNEL)
+        comm_m = kernel & is_comm
         comp_m = kernel & ~comm_m
-        copy_m = (kind == GpuKind.MEMCPY) | (kind == GpuKind.MEMSET)
-        w0, w1 = int(s.min()), int(e.max())
+        copy_m = on & ((gpu.kind == GpuKind.MEMCPY) | (gpu.kind == GpuKind.MEMSET))
+        w0 = int(np.min(gpu.start_ns, where=on, initial=lim.max))
+        w1 = int(np.max(gpu.end_ns, where=on, initial=lim.min))
         streams = int(len(np.unique(gpu.stream[on])))
-        del on
-        busy = tl.merge(s, e) if busy_of is None else busy_of(int(dev))
-        compute = tl.merge(s[comp_m], e[comp_m])
-        comm = tl.merge(s[comm_m], e[comm_m])
-        copy = tl.merge(s[copy_m], e[copy_m])
-        del s, e, comp_m, comm_m, copy_m
+        counts = dict(kernels=int(np.count_nonzero(kernel)), memcpys=int(np.count_nonzero(on & (gpu.kind == GpuKind.MEMCPY))),
+                      memsets=int(np.count_nonzero(on & (gpu.kind == GpuKind.MEMSET))))
+        if cached is None:
+            busy = tl.merge(gpu.start_ns, gpu.end_ns, where=on)
+            gaps = tl.gaps(busy)
+        else:
+            busy, gaps = cached(int(dev))
+        compute = busy if np.array_equal(comp_m, on) else tl.merge(gpu.start_ns, gpu.end_ns, where=comp_m)
+        comm = tl.merge(gpu.start_ns, gpu.end_ns, where=comm_m)
+        copy = tl.merge(gpu.start_ns, gpu.end_ns, where=copy_m)
+        del on, kernel, comp_m, comm_m, copy_m
         busy_ns = tl.total(busy)
+        compute_ns, comm_ns, copy_ns = tl.total(compute), tl.total(comm), tl.total(copy)
+        comm_in_compute = tl.total(tl.intersect(comm, compute))
         covered = tl.union(compute, comm)
+        copy_covered = tl.total(tl.intersect(copy, covered))
+        del covered
         pw = trace.window
         prof_ns = idle_pw = None
         if pw is not None and pw[1] > pw[0]:
             prof_ns = pw[1] - pw[0]
-            idle_pw = prof_ns - tl.total(tl.clip(busy, pw[0], pw[1]))
-        gaps = tl.gaps(busy)
-        longest = int(np.argmax(gaps[1] - gaps[0])) if len(gaps[0]) else -1
+            idle_pw = prof_ns - tl.total_within(busy, pw[0], pw[1])
+        longest = tl.longest(gaps)
         launch = _launch_stats(trace, (gpu.device == dev) & (gpu.kind == GpuKind.KERNEL) & ~gpu.graph)
-        comm_total = tl.total(comm)
         out.append(
             DeviceTimeline(
-                comm_overlap_pct=100.0 * tl.total(tl.intersect(comm, compute)) / comm_total if comm_total else None,
+                comm_overlap_pct=100.0 * comm_in_compute / comm_ns if comm_ns else None,
                 longest_idle_start_ns=int(gaps[0][longest]) if longest >= 0 else None,
                 longest_idle_end_ns=int(gaps[1][longest]) if longest >= 0 else None,
                 **launch,
@@ -117,14 +129,12 @@ def device_timelines(trace: Trace, fam_code: np.ndarray | None = None,
                 window_end_ns=w1,
                 busy_ns=busy_ns,
                 idle_ns=(w1 - w0) - busy_ns,
-                compute_ns=tl.total(compute),
-                copy_ns=tl.total(copy),
-                comm_ns=tl.total(comm),
-                exposed_copy_ns=tl.total(tl.subtract(copy, covered)),
-                exposed_comm_ns=tl.total(tl.subtract(comm, compute)),
-                kernels=int(kernel.sum()),
-                memcpys=int((kind == GpuKind.MEMCPY).sum()),
-                memsets=int((kind == GpuKind.MEMSET).sum()),
+                compute_ns=compute_ns,
+                copy_ns=copy_ns,
+                comm_ns=comm_ns,
+                exposed_copy_ns=copy_ns - copy_covered,
+                exposed_comm_ns=comm_ns - comm_in_compute,
+                **counts,
                 streams=streams,
                 profiler_window_ns=prof_ns,
                 idle_in_profiler_window_ns=idle_pw,

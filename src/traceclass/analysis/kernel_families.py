@@ -73,6 +73,8 @@ _FAMILIES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 FAMILY_ORDER = tuple(name for name, _ in _FAMILIES) + ("memcpy", "memset", "sync", "other")
+#: family name -> its code in :func:`gpu_family_codes` (compare codes, not an object array of names)
+FAMILY_CODE = {name: i for i, name in enumerate(FAMILY_ORDER)}
 
 
 def kernel_family(name: str) -> str:
@@ -92,7 +94,7 @@ def gpu_family_codes(trace: Trace) -> np.ndarray:
     if len(gpu) == 0:
         return np.zeros(0, dtype=np.int8)
     codes = np.unique(gpu.name)
-    index = {f: i for i, f in enumerate(FAMILY_ORDER)}
+    index = FAMILY_CODE
     names = trace.strings
     lut = np.array([index[kernel_family(names[c]) if c >= 0 else "other"] for c in codes.tolist()], dtype=np.int8)
     fam = lut[np.searchsorted(codes, gpu.name)]

@@ -26,6 +26,7 @@ import numpy as np
 from traceclass import costmodel
 from traceclass import timeline as tl
 from traceclass.analysis import layout
+from traceclass.analysis.kernel_families import FAMILY_CODE
 from traceclass.analysis.sites import climb_while, op_names, op_source_codes, source_label, top_level_ops
 from traceclass.model import GpuKind, Trace
 from traceclass.model.nesting import ancestors_until, group_ids
@@ -82,8 +83,9 @@ def _prev_sibling(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return np.where((prev >= 0) & (key[np.maximum(prev, 0)] == key[rows]), prev, -1)
 
 
-def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], list[LayoutSite]]:
-    """Layout work by (kind, device), one :class:`LayoutSite` per site."""
+def layout_sites(trace: Trace, family_code: np.ndarray) -> dict[tuple[int, int], list[LayoutSite]]:
+    """Layout work by (kind, device), one :class:`LayoutSite` per site (``family_code``:
+    :func:`~traceclass.analysis.kernel_families.gpu_family_codes`)."""
     ops, gpu = trace.ops, trace.gpu
     out: dict[tuple[int, int], list[LayoutSite]] = {}
     n = len(ops)
@@ -119,11 +121,11 @@ def layout_sites(trace: Trace, gpu_family: np.ndarray) -> dict[tuple[int, int], 
     t_rows, t_judged = outer[conv_of < 0], judged[conv_of < 0]
     _collect(out, trace, t_rows, t_judged, *inst(t_rows), active, g_copy, copy_verdicts, nbytes)
     # layout kernels: under a mismatched convolution they are its cost, else their own finding
-    lay = (g_copy < 0) & (gpu_family[active] == "layout") if len(active) else np.zeros(0, bool)
+    lay = (g_copy < 0) & (family_code[active] == FAMILY_CODE["layout"]) if len(active) else np.zeros(0, bool)
     k_rows = active[lay]
     k_judged = ancestors_until(parent, gpu.op[k_rows].astype(np.int64), mismatched) if n else np.full(len(k_rows), -1)
     k_conv = np.where(k_judged >= 0, climb_while(parent, k_judged, is_conv), -1)
-    bare = np.flatnonzero((gpu.kind == GpuKind.KERNEL) & (gpu.op < 0) & (gpu_family == "layout")) if len(gpu) else k_rows[:0]
+    bare = np.flatnonzero((gpu.kind == GpuKind.KERNEL) & (gpu.op < 0) & (family_code == FAMILY_CODE["layout"])) if len(gpu) else k_rows[:0]
     _collect_kernels(out, trace, np.r_[k_rows[k_conv < 0], bare].astype(np.int64))
     # mismatched convolutions: the conversion copies and layout kernels under them
     m_copy, m_top = outer[conv_of >= 0], conv_top[conv_of >= 0]

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from traceclass.analysis.achievable import documented
+from traceclass.analysis.kernel_families import FAMILY_CODE
 from traceclass.analysis.kernel_precision import kernel_path
 from traceclass.analysis.roofline import Roof
 from traceclass.model import Trace
@@ -122,8 +123,8 @@ def _gpu_rows_by_group(trace: Trace, analysis: Any) -> dict[int, np.ndarray]:
 def _tf32_share(trace: Trace, analysis: Any, rows: np.ndarray) -> float:
     """Share of the GEMM/conv kernel time among ``rows`` spent in TF32 tensor-core kernels."""
     gpu = trace.gpu
-    fam = analysis.gpu_family[rows]
-    main = rows[(fam == "gemm") | (fam == "conv")]
+    fam = analysis.gpu_family_code[rows]
+    main = rows[(fam == FAMILY_CODE["gemm"]) | (fam == FAMILY_CODE["conv"])]
     if not len(main):
         return 0.0
     codes = np.where(gpu.full_name[main] >= 0, gpu.full_name[main], gpu.name[main])

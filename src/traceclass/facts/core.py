@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from traceclass import timeline as tl
 from traceclass.analysis.devices import ResolvedDevice, resolve_devices
 from traceclass.analysis.gpu_timeline import DeviceTimeline, device_timelines
 from traceclass.analysis.kernel_families import gpu_families, gpu_family_codes
@@ -67,7 +68,11 @@ class Facts:
 
     @functools.cached_property
     def timelines(self) -> list[DeviceTimeline]:
-        return device_timelines(self.trace, self.gpu_family_code, lambda dev: self.gaps(dev).busy)
+        def cached(dev: int) -> tuple[tl.Intervals, tl.Intervals]:
+            g = self.gaps(dev)
+            return g.busy, (g.start_ns, g.end_ns)
+
+        return device_timelines(self.trace, self.gpu_family_code, cached)
 
     @functools.cached_property
     def longest_idle_host(self) -> dict[int, tuple[str, str | None]]:
@@ -178,7 +183,7 @@ class Facts:
     @functools.cached_property
     def kernels(self) -> tuple[KernelStats, ...]:
         """Per kernel name (the 200 with most time), most time first."""
-        return kernel_stats(self.trace, self.ops, self.timelines, self.gpu_family)
+        return kernel_stats(self.trace, self.ops, self.timelines, self.gpu_family_code)
 
     @functools.cached_property
     def kernel_families(self) -> tuple[KernelFamilyStats, ...]:

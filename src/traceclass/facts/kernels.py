@@ -10,25 +10,32 @@ from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.ops import OpAnalysis
 from traceclass.facts.rows import KernelFamilyStats, KernelStats
 from traceclass.model import GpuKind, Trace
+from traceclass.model.table import row_index_dtype
 
 
-def kernel_stats(trace: Trace, opa: OpAnalysis, timelines: list[DeviceTimeline], family: np.ndarray,
+def kernel_stats(trace: Trace, opa: OpAnalysis, timelines: list[DeviceTimeline], family_code: np.ndarray,
                  limit: int = 200) -> tuple[KernelStats, ...]:
     """Per kernel name: count, durations, share of GPU busy time, launching ops and, where the
-    kernel is the only GPU work of its op, that op's roofline point; most time first."""
+    kernel is the only GPU work of its op, that op's roofline point; most time first
+    (``family_code``: :func:`~traceclass.analysis.kernel_families.gpu_family_codes`)."""
     gpu = trace.gpu
     if len(gpu) == 0:
         return ()
-    active = np.flatnonzero(gpu.kind != GpuKind.SYNC)
+    active = np.flatnonzero(gpu.kind != GpuKind.SYNC).astype(row_index_dtype(len(gpu)))
     if len(active) == 0:
         return ()
     dur = gpu.end_ns[active] - gpu.start_ns[active]
     names = gpu.name[active]
     order = np.lexsort((dur, names))
-    names_s, dur_s, rows_s = names[order], dur[order], active[order]
+    # each sorted column made as its unsorted one is dropped: a few row-sized arrays at a time
+    names_s = names[order]
+    del names
+    dur_s = dur[order]
+    del dur
+    rows_s = active[order]
+    del active, order
     cut = np.r_[0, np.flatnonzero(np.diff(names_s)) + 1, len(names_s)]
     busy = sum(t.busy_ns for t in timelines) or 1
-    fam = family
     groups = opa.groups
     out = []
     for lo, hi in zip(cut[:-1], cut[1:]):
@@ -57,7 +64,7 @@ def kernel_stats(trace: Trace, opa: OpAnalysis, timelines: list[DeviceTimeline],
         out.append(
             KernelStats(
                 name=trace.strings[int(names_s[lo])],
-                family=str(fam[rows[0]]),
+                family=FAMILY_ORDER[int(family_code[rows[0]])],
                 device=modal_device(gpu.device[rows]),
                 count=int(n),
                 total_ns=int(d.sum()),
