@@ -64,8 +64,8 @@ def init_calls(ctx: Context) -> np.ndarray:
     api = ctx.trace.api
     if len(api) == 0:
         return np.zeros(0, np.int64)
-    inside = ctx.analysed.holds(api.start_ns) if not ctx.analysed.synthetic else np.ones(len(api), bool)
-    return np.flatnonzero(ic.init_api_mask(ctx.trace) & inside)
+    rows = np.flatnonzero(ic.init_api_mask(ctx.trace))
+    return rows if ctx.analysed.synthetic else rows[ctx.analysed.holds(api.start_ns[rows])]
 
 
 def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:

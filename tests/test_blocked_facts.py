@@ -131,3 +131,14 @@ def test_step_series_in_blocks_equals_whole(where, name, monkeypatch):
     assert all(np.array_equal(whole.per_family[k], blocked.per_family[k]) for k in whole.per_family)
     if "event" not in name:
         assert whole.steps_count > 1 and sum(map(sum, whole.per_group)) > 0 and whole.per_family
+
+
+@pytest.mark.parametrize("where,name", TRACES)
+def test_longest_idle_host_in_blocks_equals_whole(where, name, monkeypatch):
+    from traceclass.facts import idle_host
+
+    trace = load(str(_path(where, name)))
+    whole = Facts(trace).longest_idle_host
+    monkeypatch.setattr(idle_host, "_BLOCK", 3)
+    assert Facts(trace).longest_idle_host == whole
+    assert any(text for text, _ in whole.values())

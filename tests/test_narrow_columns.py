@@ -127,6 +127,10 @@ def test_blockwise_reductions_equal_the_whole_array_ones(monkeypatch, block):
             assert tl.total_within(iv, lo, hi) == (tl.total(tl.clip(iv, lo, hi)) if hi > lo else 0), (n, lo, hi)
         d = iv[1] - iv[0]
         assert tl.longest(iv) == (int(np.argmax(d)) if n else -1)
+        q0 = rng.integers(-100, 100_500, 50)
+        q1 = q0 + rng.integers(0, 5_000, 50)
+        want = [tl.total(tl.clip(iv, int(a), int(b))) for a, b in zip(q0, q1)]
+        assert tl.overlap_each(q0, q1, iv).tolist() == want
     ties = (np.array([0, 10, 20, 30]), np.array([5, 12, 25, 35]))  # lengths 5, 2, 5, 5: the first
     assert tl.longest(ties) == 0
     assert tl.union(tl.empty(), ties)[0] is ties[0]  # an empty set adds nothing: no merge

@@ -206,7 +206,13 @@ class Coverage:
         ends = np.asarray(ends, dtype=np.int64)
         if len(starts) == 0 or len(self.starts) == 0:
             return np.zeros(len(starts), dtype=np.int64)
-        return self._covered_before(ends) - self._covered_before(starts)
+        if len(starts) <= _BLOCK:
+            return self._covered_before(ends) - self._covered_before(starts)
+        out = np.empty(len(starts), dtype=np.int64)  # in blocks: each lookup holds a few temporaries
+        for lo in range(0, len(starts), _BLOCK):
+            hi = lo + _BLOCK
+            out[lo:hi] = self._covered_before(ends[lo:hi]) - self._covered_before(starts[lo:hi])
+        return out
 
     def _covered_before(self, t: np.ndarray) -> np.ndarray:
         # covered length in (-inf, t)

@@ -101,12 +101,18 @@ def init_api_mask(trace: Trace) -> np.ndarray:
     trace (lazy module loading, first-call cuDNN/cuBLAS setup). A later long launch call is a full
     launch queue (the host ran far ahead), not initialisation."""
     api, gpu = trace.api, trace.gpu
-    long = (api.end_ns - api.start_ns) >= INIT_CALL_NS
-    named = trace.strings.mask(api.name, lambda s: INIT_API.search(s) is not None) & long
+
+    def long(r: np.ndarray) -> np.ndarray:  # for the rows asked about only: the call table is tens of millions
+        return (api.end_ns[r] - api.start_ns[r]) >= INIT_CALL_NS
+
+    named = trace.strings.mask(api.name, lambda s: INIT_API.search(s) is not None)
+    r = np.flatnonzero(named)
+    named[r[~long(r)]] = False
     rows = np.flatnonzero((gpu.api >= 0) & (gpu.kind == GpuKind.KERNEL))
     if len(rows):
         a = gpu.api[rows]
-        rows, a = rows[long[a] & (api.kind[a] == ApiKind.LAUNCH)], a[long[a] & (api.kind[a] == ApiKind.LAUNCH)]
+        ok = long(a) & (api.kind[a] == ApiKind.LAUNCH)
+        rows, a = rows[ok], a[ok]
     if len(rows):
         # first launch of each kernel name: the earliest launch call among all of that name's rows
         every = np.flatnonzero((gpu.api >= 0) & (gpu.kind == GpuKind.KERNEL))
@@ -133,8 +139,10 @@ def init_op_mask(trace: Trace) -> np.ndarray:
     if len(ops) == 0 or len(gpu) == 0:
         return np.zeros(len(ops), bool)
     first = int(gpu.start_ns[gpu.kind != GpuKind.SYNC].min()) if (gpu.kind != GpuKind.SYNC).any() else 0
-    return (trace.strings.mask(ops.name, lambda x: x in ALLOC_OPS) & (ops.end_ns - ops.start_ns >= INIT_CALL_NS)
-            & (ops.end_ns <= first))
+    out = trace.strings.mask(ops.name, lambda x: x in ALLOC_OPS)
+    r = np.flatnonzero(out)  # the durations of these rows only: ops are tens of millions
+    out[r[(ops.end_ns[r] - ops.start_ns[r] < INIT_CALL_NS) | (ops.end_ns[r] > first)]] = False
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
