@@ -169,3 +169,30 @@ def test_merge_in_blocks_with_empty_and_inverted_intervals(monkeypatch, block):
                 assert got[0].tolist() == want[0] and got[1].tolist() == want[1], (n, ascending, p)
     assert tl.merge(np.array([5, 5, 6]), np.array([5, 9, 6]))[0].tolist() == [5]
     assert tl.merge(np.array([3, 3]), np.array([3, 3]))[0].tolist() == []
+
+
+@pytest.mark.parametrize("block", [1, 3, 1 << 20])
+def test_union_length_by_group_in_group_chunks(monkeypatch, block):
+    monkeypatch.setattr(tl, "_BLOCK", block)
+    rng = np.random.default_rng(13)
+    n = 400
+    group = rng.choice([5, 9, 2, 40, 41], n, p=[0.6, 0.1, 0.1, 0.1, 0.1]).astype(np.int32)  # one group > a block
+    s = rng.integers(0, 10_000, n)
+    e = s + rng.integers(0, 300, n)
+    g, length = tl.union_length_by_group(group, s, e)
+    assert g.tolist() == [2, 5, 9, 40, 41]
+    assert length.tolist() == [tl.total(tl.merge(s[group == k], e[group == k])) for k in g.tolist()]
+
+
+def test_owner_times_hold_only_owners_and_answer_zero_elsewhere():
+    from traceclass.analysis.ops import OwnerTimes
+
+    dense = np.array([0, 5, 0, 0, 7, 0, 9], dtype=np.int64)
+    ot = OwnerTimes.from_column(dense)
+    assert ot.rows.tolist() == [1, 4, 6] and ot.rows.dtype == np.int32 and ot.ns.tolist() == [5, 7, 9]
+    q = np.array([6, 0, 1, 3, 4, 2, 5, 6])
+    assert ot.of(q).tolist() == dense[q].tolist()
+    assert OwnerTimes.from_column(np.zeros(0, np.int64)).of(np.array([0, 3])).tolist() == [0, 0]
+    v100 = Facts(load(str(corpus("torch", "gpu", "v100_ns_resolution.json.gz")))).ops
+    assert len(v100.owner_time.rows) > 100 and (v100.owner_time.ns > 0).all()
+    assert (v100.owner_of_op[v100.owner_time.rows] == v100.owner_time.rows).all()  # owners only

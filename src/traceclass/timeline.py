@@ -263,6 +263,29 @@ def union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarra
     laid end to end), so one global :func:`merge` never joins intervals of different groups
     and nothing overflows int64 however far apart the groups lie in time.
     """
+    group = np.asarray(group)
+    if len(group) <= _BLOCK:
+        return _union_length_by_group(group, starts, ends)
+    # groups never share a union: whole groups at a time, ~a block of rows each, so the shifted
+    # copies and the merge below hold a block's rows instead of every row
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    out_g, out_len = [], []
+    lo = 0
+    while lo < len(g):
+        hi = min(lo + _BLOCK, len(g))
+        if hi < len(g):
+            cut = int(np.searchsorted(g, g[hi], side="left"))  # back to the start of the group at hi
+            hi = cut if cut > lo else int(np.searchsorted(g, g[hi], side="right"))  # or past a huge group
+        rows = order[lo:hi]
+        ug, lengths = _union_length_by_group(g[lo:hi], np.asarray(starts)[rows], np.asarray(ends)[rows])
+        out_g.append(ug)
+        out_len.append(lengths)
+        lo = hi
+    return np.concatenate(out_g), np.concatenate(out_len)
+
+
+def _union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     group = np.asarray(group, dtype=np.int64)
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.maximum(np.asarray(ends, dtype=np.int64), starts)

@@ -33,7 +33,7 @@ from traceclass import timeline as tl
 from traceclass.analysis import roof_choice
 from traceclass.analysis.backlog import backlog_mask
 from traceclass.analysis.devices import modal_device
-from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_families, gpu_family_codes
+from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_family_codes
 from traceclass.analysis.op_costs import PairCosts, estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
 from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
@@ -71,12 +71,34 @@ class OpGroup:
 
 
 @dataclasses.dataclass(frozen=True)
+class OwnerTimes:
+    """Time attributed to owner ops, held for the rows that have some: a column over every op
+    would be mostly zeros (hundreds of MB at 10 GB of trace)."""
+
+    rows: np.ndarray  # op rows with attributed time > 0, ascending
+    ns: np.ndarray  # their attributed time
+
+    @classmethod
+    def from_column(cls, per_op: np.ndarray) -> "OwnerTimes":
+        rows = np.flatnonzero(per_op)
+        return cls(rows.astype(row_index_dtype(len(per_op))), per_op[rows])
+
+    def of(self, op_rows: np.ndarray) -> np.ndarray:
+        """Attributed time of each given op row (0 for rows with none)."""
+        op_rows = np.asarray(op_rows)
+        if len(self.rows) == 0:
+            return np.zeros(len(op_rows), dtype=np.int64)
+        k = np.minimum(np.searchsorted(self.rows, op_rows), len(self.rows) - 1)
+        return np.where(self.rows[k] == op_rows, self.ns[k], 0)
+
+
+@dataclasses.dataclass(frozen=True)
 class OpAnalysis:
     groups: list[OpGroup]
     total_ns: int  # denominator for shares: device busy (GPU) or op time (CPU), steady state
     unmodeled_names: dict[str, int]  # op name -> instance count, for ops with no cost model
     owner_of_op: np.ndarray  # owner row per op row
-    owner_time_ns: np.ndarray  # per op row: time attributed when the row is an owner, else 0
+    owner_time: OwnerTimes  # time attributed to each owner op row
     gpu_owner: np.ndarray  # owner op row per gpu row (-1 none)
     costs: dict[tuple[int, int], costmodel.OpCost | None]
     op_group: np.ndarray  # per op row: index into groups when the row is an owner, else -1
@@ -98,7 +120,6 @@ class _Env:
     costs: dict[tuple[int, int], costmodel.OpCost | None]
     roof_for: RoofFor
     limits: Limits
-    fam: np.ndarray
     inferred: dict[int, str]  # inputs code -> note on how its dtype was inferred
     fam_code: np.ndarray  # int8 family index per gpu row (kernel_families.FAMILY_ORDER)
     paths: roof_choice.PathCache | None = None  # kernel name -> (precision, unit) it ran on
@@ -152,7 +173,7 @@ def analyze_ops(trace: Trace, roof_for: RoofFor, latency_floor_ns: float, cpu_la
     if not gpu_trace and not cpu_roof:
         roof_for = _no_roof
     codes = gpu_family_codes(trace) if family_codes is None else family_codes
-    env = _Env(trace, costs, roof_for, limits, gpu_families(trace, codes), inferred, codes,
+    env = _Env(trace, costs, roof_for, limits, inferred, codes,
                roof_choice.PathCache(trace))
     windows = np.zeros((0, 2), dtype=np.int64) if warmup_windows is None else np.asarray(warmup_windows)
     if gpu_trace:
@@ -232,7 +253,7 @@ def _gpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
             members_of.append((np.zeros(0, np.int64), sel))
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, len(ops), len(gpu))
     busy = tl.union_length(gpu.start_ns[use], gpu.end_ns[use])
-    return OpAnalysis(groups, busy, unmodeled, owner_of_op, owner_time, g_owner, env.costs, op_group,
+    return OpAnalysis(groups, busy, unmodeled, owner_of_op, OwnerTimes.from_column(owner_time), g_owner, env.costs, op_group,
                       gpu_group, excluded_warmup=int(warm.sum()))
 
 
@@ -363,7 +384,7 @@ def _judge(env: _Env, cost: costmodel.OpCost, per: float, dev: int, members: np.
         copied = roof_choice.copy_judgement(env.trace, gpu_sel, count, per, dev, env.roof_for, floor, call)
         if copied is not None:
             return copied if copied.unit != "vector" else dataclasses.replace(copied, precision=cost.precision)
-        path = roof_choice.dominant_path(env.paths, env.fam, gpu_sel) if env.paths is not None else None
+        path = roof_choice.dominant_path(env.paths, env.fam_code, gpu_sel) if env.paths is not None else None
         return roof_choice.judge_op(cost.flops, cost.bytes, cost.precision, cost.unit, cost.family, per, dev, path,
                                     env.roof_for, floor, call)
     if dev >= 0:
@@ -406,7 +427,7 @@ def _kernel_group(env: _Env, sel: np.ndarray, label: str, kind: str) -> OpGroup:
     precision = ""
     if kind == "graph":
         point = heuristic_point(family, float((e - s).mean()) if n else 0.0, env.limits.floor_ns)
-        path = roof_choice.dominant_path(env.paths, env.fam, sel) if env.paths is not None else None
+        path = roof_choice.dominant_path(env.paths, env.fam_code, sel) if env.paths is not None else None
         precision = path[0] if path else ""
         note = ("kernels replayed by a graph launch, grouped by kernel family: label from the family (heuristic); "
                 "per-op attribution needs the capture trace (--graph-capture)")
@@ -450,7 +471,7 @@ def _cpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     n = len(ops)
     if n == 0:
         empty = np.zeros(0, np.int64)
-        return OpAnalysis([], 0, unmodeled, owner_of_op, empty, empty, env.costs, empty, empty)
+        return OpAnalysis([], 0, unmodeled, owner_of_op, OwnerTimes.from_column(empty), empty, env.costs, empty, empty)
     dur = ops.end_ns - ops.start_ns
     child_sum = np.zeros(n, dtype=np.int64)
     has_parent = ops.parent >= 0
@@ -476,5 +497,5 @@ def _cpu_groups(env: _Env, modeled: np.ndarray, owner_of_op: np.ndarray, unmodel
     groups, op_group, gpu_group = _sorted_groups(groups, members_of, n, 0)
     top_level = (ops.parent < 0) & ~warm
     total = int(dur[top_level].sum())
-    return OpAnalysis(groups, total, unmodeled, owner_of_op, owner_time, np.zeros(0, np.int64), env.costs,
+    return OpAnalysis(groups, total, unmodeled, owner_of_op, OwnerTimes.from_column(owner_time), np.zeros(0, np.int64), env.costs,
                       op_group, gpu_group, excluded_warmup=int((warm & is_owner).sum()))

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from traceclass import units
+from traceclass.analysis.kernel_families import FAMILY_CODE
 from traceclass.analysis.kernel_precision import describe, kernel_path
 from traceclass.analysis.roofline import UNCLASSIFIED, Point, Roof, classify
 from traceclass.model import CopyKind, GpuKind, Trace
@@ -35,6 +36,7 @@ RoofFor = Callable[[int, str, str], Roof | None]
 
 _HOST_COPY = (CopyKind.HTOD, CopyKind.DTOH, CopyKind.UVM_HTOD, CopyKind.UVM_DTOH)
 _MATRIX_FAMILIES = ("gemm", "conv")
+_MATRIX_CODES = np.array([FAMILY_CODE[f] for f in _MATRIX_FAMILIES], dtype=np.int8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,13 +62,14 @@ class PathCache:
         return self._paths[code]
 
 
-def dominant_path(cache: PathCache, families: np.ndarray, sel: np.ndarray | None) -> tuple[str, str] | None:
+def dominant_path(cache: PathCache, family_code: np.ndarray, sel: np.ndarray | None) -> tuple[str, str] | None:
     """Path of the GEMM/conv kernels holding most of the GEMM/conv kernel time among ``sel``;
-    None when no kernel name says or no path holds at least half of that time."""
+    None when no kernel name says or no path holds at least half of that time (``family_code``:
+    :func:`~traceclass.analysis.kernel_families.gpu_family_codes`)."""
     if sel is None or not len(sel):
         return None
     gpu = cache.trace.gpu
-    main = sel[np.isin(families[sel], _MATRIX_FAMILIES)]
+    main = sel[np.isin(family_code[sel], _MATRIX_CODES)]
     if not len(main):
         return None
     codes = np.where(gpu.full_name[main] >= 0, gpu.full_name[main], gpu.name[main])

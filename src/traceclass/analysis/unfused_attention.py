@@ -62,7 +62,8 @@ def find(trace: Trace, analysis, min_seq: int = MIN_SEQ, window: int = WINDOW) -
     if not len(ops):
         return []
     opa = analysis.ops
-    owner = np.flatnonzero((opa.owner_of_op == np.arange(len(ops))) & (opa.owner_time_ns > 0))
+    timed = opa.owner_time.rows
+    owner = timed[opa.owner_of_op[timed] == timed].astype(np.int64)
     if not len(owner):
         return []
     order = owner[np.lexsort((ops.start_ns[owner], ops.tid[owner]))]
@@ -94,7 +95,7 @@ def find(trace: Trace, analysis, min_seq: int = MIN_SEQ, window: int = WINDOW) -
         stretch = stretch[(tids[stretch] == tids[k]) & ~used[stretch]]
         used[stretch] = True
         rows = order[stretch]
-        time_ns = int(opa.owner_time_ns[rows].sum())
+        time_ns = int(opa.owner_time.of(rows).sum())
         g = opa.op_group[order[before[-1]]]
         grp = opa.groups[int(g)] if g >= 0 else None
         precision = grp.precision if grp is not None and grp.precision else "fp32"

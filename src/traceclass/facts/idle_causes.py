@@ -491,24 +491,25 @@ def _rest_cause(trace: Trace, host: HostView, extra: _ThreadSets, th: int, r0: n
     """Cause of the host window after any drained sync (module docstring, part 3)."""
     w = np.maximum(r1 - r0, 0)
     need = MAJORITY * w
-    data = tl.overlap_each(r0, r1, host.data[th])
-    comm = tl.overlap_each(r0, r1, extra.comm[th])
-    init = tl.overlap_each(r0, r1, extra.init[th])
-    wait = tl.overlap_each(r0, r1, host.wait[th])
-    busy = tl.overlap_each(r0, r1, host.busy[th])
-    out = np.full(len(r0), UNKNOWN, np.int64)
+
+    def most(cover: tl.Intervals) -> np.ndarray:  # kept as a mask: one window-sized int64 at a time
+        return tl.overlap_each(r0, r1, cover) >= need
+
+    out = np.full(len(r0), UNKNOWN, np.int8)
     long = w >= HOST_PHASE_NS
-    out[(busy >= need) & long] = HOST_WORK
+    out[most(host.busy[th]) & long] = HOST_WORK
     # a short window on the thread that launches the next work is the dispatch path, recorded
     # or not (Python between ops, framework code nsys without NVTX does not show)
     short = ~long
+    del long
     out[short] = LAUNCH_OVERHEAD
     suspect = short & _profiler_suspect(extra, th, r0, r1, launch_median_ns)
     out[suspect] = PROFILER_OVERHEAD
-    out[wait >= need] = HOST_SYNC
-    out[init >= need] = INITIALISATION
-    out[comm >= need] = COMMUNICATION
-    out[data >= need] = DATA_LOADING
+    del short, suspect
+    out[most(host.wait[th])] = HOST_SYNC
+    out[most(extra.init[th])] = INITIALISATION
+    out[most(extra.comm[th])] = COMMUNICATION
+    out[most(host.data[th])] = DATA_LOADING
     out[w <= 0] = UNKNOWN
     return out
 

@@ -75,11 +75,11 @@ def stage_work(trace: Trace, occ: Occurrences, stages: list[StageStats], opa: Op
             if len(sel) and len(opa.op_group):
                 sel = sel[opa.op_group[sel] >= 0]
                 if len(sel):
-                    shares = _group_shares(opa.op_group[sel], opa.owner_time_ns[sel].astype(np.float64),
+                    shares = _group_shares(opa.op_group[sel], opa.owner_time.of(sel).astype(np.float64),
                                            group_bound)
                     g = opa.op_group[sel]
                     flops, nbytes = _sum_or_none(group_flops[g]), _sum_or_none(group_bytes[g])
-                    work_ns = int(opa.owner_time_ns[sel].sum())
+                    work_ns = int(opa.owner_time.of(sel).sum())
         dominant = max(shares, key=lambda k: shares[k]) if shares else ""
         point, roof_label = _stage_point(groups, roof, g, flops, nbytes, work_ns)
         out[st.name] = StageWork(

@@ -61,7 +61,7 @@ def step_series(trace: Trace, occ: Occurrences, opa: OpAnalysis, family_code: np
             owners = lo + np.flatnonzero(opa.op_group[lo:lo + SERIES_BLOCK] >= 0)
             k = step_of(ops.start_ns[owners])
             m = k >= 0
-            np.add.at(per_group, (opa.op_group[owners[m]], k[m]), opa.owner_time_ns[owners[m]])
+            np.add.at(per_group, (opa.op_group[owners[m]], k[m]), opa.owner_time.of(owners[m]))
     gpu = trace.gpu
     if len(gpu):
         op_owned = np.array([g.kind == "op" for g in opa.groups] + [True], dtype=bool)
