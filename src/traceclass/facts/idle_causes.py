@@ -373,9 +373,9 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
 IDLE_BLOCK = 1 << 17
 
 
-#: column dtypes of the attribution other than int64 and the row-number columns
+#: column dtypes of the attribution other than the row-number columns (interval, event, next: row_dtype)
 _DTYPES = {"device": np.int32, "cause": np.int8, "thread": np.int32, "s": np.int64, "e": np.int64,
-           "interval": np.int64, "hw": np.int64}
+           "hw": np.int64}
 
 
 def _join(parts: list[np.ndarray], dtype: Any = np.int64) -> np.ndarray:
