@@ -28,6 +28,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_family_codes
 from traceclass.model import GpuKind, Trace
+from traceclass.model.table import row_index_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,16 +148,27 @@ def _launch_stats(trace: Trace, rows_mask: np.ndarray) -> dict[str, object]:
     """HTA's kernel launch statistics: launch delay (kernel start - end of its launch call,
     clipped at 0) and kernels that ran shorter than the call that launched them."""
     gpu, api = trace.gpu, trace.api
-    rows = np.flatnonzero(rows_mask & (gpu.api >= 0))
+    rows = np.flatnonzero(rows_mask & (gpu.api >= 0)).astype(row_index_dtype(len(gpu)))
     if not len(rows) or not len(api):
         return {}
-    a = gpu.api[rows]
-    delay = np.maximum(gpu.start_ns[rows] - api.end_ns[a], 0).astype(np.float64)
-    call = api.end_ns[a] - api.start_ns[a]
+    # per block of launches: only the delays (needed whole for the percentiles) are kept
+    delay = np.empty(len(rows), dtype=np.float64)
+    shorter = 0
+    for lo in range(0, len(rows), _BLOCK):
+        r = rows[lo:lo + _BLOCK]
+        a = gpu.api[r]
+        call_end = api.end_ns[a]
+        d = gpu.start_ns[r] - call_end
+        delay[lo:lo + len(r)] = np.maximum(d, 0, out=d)
+        shorter += int(np.count_nonzero((gpu.end_ns[r] - gpu.start_ns[r]) < (call_end - api.start_ns[a])))
+    p50, p90 = np.percentile(delay, [50, 90])
     return {
         "launches": int(len(rows)),
-        "launch_delay_p50_ns": float(np.percentile(delay, 50)),
-        "launch_delay_p90_ns": float(np.percentile(delay, 90)),
+        "launch_delay_p50_ns": float(p50),
+        "launch_delay_p90_ns": float(p90),
         "launch_delay_max_ns": int(delay.max()),
-        "kernels_shorter_than_launch": int(((gpu.end_ns[rows] - gpu.start_ns[rows]) < call).sum()),
+        "kernels_shorter_than_launch": shorter,
     }
+
+
+_BLOCK = 1 << 20  # launches per block

@@ -317,49 +317,38 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
                                   np.where(_take(init_calls, a, False), INITIALISATION, LAUNCH_OVERHEAD))
             outside = (nxt >= 0) & ~has & has_launches
             th, hb, se = thread[blk], h1[blk], sync_end[blk]
-            parts = [
-                # (start, end, cause, event)
-                (j0, se, np.full(m, HOST_SYNC), ev[blk]),
-                (se, hb, rest_cause[blk], np.full(m, -1)),
-                (c0, np.where(has, c1, c0), call_cause, np.full(m, -1)),
-                (q0, np.where(has, j1, q0), np.full(m, UNKNOWN), np.full(m, -1)),
-            ]
-            for s, e, c, evx in parts:
-                s = np.where(outside, j0, s)
-                e = np.where(outside, j0, e)
-                ok = e > s
-                cols["device"].append(np.full(int(ok.sum()), dev, np.int32))
-                cols["s"].append(s[ok])
-                cols["e"].append(e[ok])
-                cols["cause"].append(np.asarray(c)[ok].astype(np.int8))
-                cols["interval"].append(n_iv + b0 + np.flatnonzero(ok))
-                cols["thread"].append(th[ok].astype(np.int32))
-                cols["event"].append(np.asarray(evx)[ok].astype(row_dtype))
-                cols["next"].append(nxt[ok].astype(row_dtype))
-                cols["hw"].append((hb - j0)[ok].astype(np.int64))
-            del parts, s, e, ok
-            o = np.flatnonzero(outside)
-            cols["device"].append(np.full(len(o), dev, np.int32))
-            cols["s"].append(j0[o])
-            cols["e"].append(j1[o])
-            cols["cause"].append(np.full(len(o), OUTSIDE_WINDOW, np.int8))
-            cols["interval"].append(n_iv + b0 + o)
-            cols["thread"].append(th[o].astype(np.int32))
-            cols["event"].append(np.full(len(o), -1, row_dtype))
-            cols["next"].append(nxt[o].astype(row_dtype))
-            cols["hw"].append((j1 - j0)[o].astype(np.int64))
+            # an interval's segments in time order, one row per interval: host sync [j0, se),
+            # rest of the host window [se, hb), launch call [c0, c1), queue [c1, j1), and the
+            # whole interval when it lies outside the profiled launches. Intervals are sorted
+            # and disjoint, so the segments come out sorted by start without a final sort.
+            s_ = np.stack([j0, se, c0, q0, j0], axis=1)
+            e_ = np.stack([se, hb, np.where(has, c1, c0), np.where(has, j1, q0), np.where(outside, j1, j0)], axis=1)
+            s_[:, :4][outside] = j0[outside, None]
+            e_[:, :4][outside] = j0[outside, None]
+            ok = (e_ > s_).ravel()
+            seg_of = np.repeat(np.arange(m), 5)[ok]  # the interval of each kept segment (in the block)
+            cause = np.stack([np.full(m, HOST_SYNC, np.int8), rest_cause[blk], call_cause.astype(np.int8),
+                              np.full(m, UNKNOWN, np.int8), np.full(m, OUTSIDE_WINDOW, np.int8)], axis=1).ravel()[ok]
+            event = np.full((m, 5), -1, row_dtype)
+            event[:, 0] = ev[blk]
+            hw = np.where(outside, j1 - j0, hb - j0)
+            cols["device"].append(np.full(len(seg_of), dev, np.int32))
+            cols["s"].append(s_.ravel()[ok])
+            cols["e"].append(e_.ravel()[ok])
+            cols["cause"].append(cause)
+            cols["interval"].append((n_iv + b0 + seg_of).astype(row_dtype))
+            cols["thread"].append(th[seg_of].astype(np.int32))
+            cols["event"].append(event.ravel()[ok])
+            cols["next"].append(nxt[seg_of].astype(row_dtype))
+            cols["hw"].append(hw[seg_of].astype(np.int64))
+            del s_, e_, ok, seg_of, cause, event, hw
         del thread, h1, ev, sync_end, rest_cause, by_start, start_by
         ivd.append(np.full(n, dev, np.int32))
         ivs.append(i0)
         ive.append(i1)
         n_iv += n
-    # one column at a time, each part list dropped once joined: whole-trace columns, so
-    # joining them all before reordering would hold three copies of the result at once
-    keys = {"s": _join(cols.pop("s")), "device": _join(cols.pop("device"), np.int32)}
-    order = np.lexsort((keys["s"], keys["device"]))
-    cat = {k: v[order] for k, v in keys.items()}
-    del keys
-    cat.update({k: _join(cols.pop(k), _DTYPES.get(k, row_dtype))[order] for k in list(cols)})
+    # already in (device, start) order; one column at a time, each part list dropped once joined
+    cat = {k: _join(cols.pop(k), _DTYPES.get(k, row_dtype)) for k in list(cols)}
     return IdleCauses(
         device=cat["device"], start_ns=cat["s"], end_ns=cat["e"],
         cause=cat["cause"], interval=cat["interval"], thread=cat["thread"],

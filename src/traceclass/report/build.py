@@ -29,6 +29,11 @@ from traceclass.report.model import (
 from traceclass.rule import Finding
 
 
+#: facts every report reads and no rule needs, costliest first: the engine computes them one at
+#: a time before the report, handing the heap's free pages back between them
+REPORT_FACTS = ("timelines", "step_series", "kernels", "longest_idle_host")
+
+
 def build_report(
     trace: Trace,
     analysis: Facts,
