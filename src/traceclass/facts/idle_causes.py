@@ -56,6 +56,7 @@ from traceclass.facts.analysed import AnalysedTime
 from traceclass.facts.gaps import Gaps, active_devices, device_gaps, device_rows
 from traceclass.facts.host import HostView, covering_rows, host_view, merged_per_thread
 from traceclass.facts.syncs import SyncEvents, blocking_api_mask, sync_events
+from traceclass.heap import release_free_heap
 from traceclass.model import AnnotationKind, ApiKind, GpuKind, Trace
 from traceclass.model.nesting import innermost_containing
 from traceclass.model.table import row_index_dtype
@@ -222,6 +223,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
     extra = _thread_sets(trace, host)
     launch_med = _launch_medians(trace, host)
     main_thread = _main_thread(trace, host)
+    release_free_heap()  # the per-thread merges' temporaries, before the attribution's columns grow
     blocking = blocking_api_mask(trace)
     init_calls = init_api_mask(trace)
     has_launches = bool(np.isin(api.kind, np.array([ApiKind.LAUNCH, ApiKind.GRAPH_LAUNCH], np.int8)).any())
@@ -241,9 +243,8 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
             continue
         busy_by[dev] = tl.total(in_window)
         del in_window
-        own = device_rows(trace, dev)
-        own = own[~back[own]]
-        backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns[own], gpu.end_ns[own])))
+        own = (gpu.device == dev) & (gpu.kind != GpuKind.SYNC) & ~back  # device_rows without the backlog
+        backlog_by[dev] = busy_by[dev] - tl.total(at.clip(tl.merge(gpu.start_ns, gpu.end_ns, where=own)))
         del own
         i0, i1 = _split(tl.subtract(at.intervals, busy), at.step_start_ns)
         keep = i1 > i0
@@ -343,6 +344,7 @@ def idle_causes(trace: Trace, at: AnalysedTime, syncs: SyncEvents | None = None,
             cols["hw"].append(hw[seg_of].astype(np.int64))
             del s_, e_, ok, seg_of, cause, event, hw
         del thread, h1, ev, sync_end, rest_cause, by_start, start_by
+        release_free_heap()
         ivd.append(np.full(n, dev, np.int32))
         ivs.append(i0)
         ive.append(i1)
