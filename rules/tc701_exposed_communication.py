@@ -51,7 +51,7 @@ from traceclass import timeline as tl
 from traceclass.analysis import comm
 from traceclass.analysis.locations import device_tag
 from traceclass.analysis.sites import duration_text, size_text
-from traceclass.rule import Context, Evidence, Family, Finding, MAX_EVIDENCE, Need, RuleInfo, Threshold, plural
+from traceclass.rule import Context, Evidence, Family, Finding, Need, RuleInfo, Threshold, plural
 
 RULE = RuleInfo(code="TC701", name="exposed-communication", family=Family.COMMUNICATION,
                 summary="collective communication not overlapped by compute: exposed share of step time, overlap %",

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceclass.model.table import BLOCK_ROWS
+
 Intervals = tuple[np.ndarray, np.ndarray]
 
-_BLOCK = 1 << 20  # intervals per block of the checks and reductions: a few MB of temporaries
+_BLOCK = BLOCK_ROWS  # intervals per block of the checks and reductions
 
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
@@ -32,9 +34,10 @@ def merge(starts: np.ndarray, ends: np.ndarray, where: np.ndarray | None = None)
     copying the input without them first."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
-    order = None if _ascending(starts) else np.argsort(starts if where is None else starts[where], kind="stable")
-    if where is not None and order is not None:
+    ascending = _ascending(starts)
+    if where is not None and not ascending:  # a selection out of order: copied, then sorted
         starts, ends, where = starts[where], ends[where], None
+    order = None if ascending else np.argsort(starts, kind="stable")
     n = len(starts)
     if n == 0:
         return empty()

@@ -28,7 +28,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_family_codes
 from traceclass.model import GpuKind, Trace
-from traceclass.model.table import row_index_dtype
+from traceclass.model.table import BLOCK_ROWS, row_index_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,4 +171,4 @@ def _launch_stats(trace: Trace, rows_mask: np.ndarray) -> dict[str, object]:
     }
 
 
-_BLOCK = 1 << 20  # launches per block
+_BLOCK = BLOCK_ROWS  # launches per block

@@ -36,7 +36,7 @@ from traceclass.analysis.devices import modal_device
 from traceclass.analysis.kernel_families import FAMILY_ORDER, gpu_family_codes
 from traceclass.analysis.op_costs import PairCosts, estimate_all, slices_by_key
 from traceclass.analysis.roofline import COMMUNICATION, Point, Roof, classify, heuristic_point
-from traceclass.model import CopyKind, GpuKind, OpInputs, Trace
+from traceclass.model import GpuKind, OpInputs, Trace
 from traceclass.model.dtypes import canonical_dtype
 from traceclass.model.nesting import ancestors_until, group_ids
 from traceclass.model.table import row_index_dtype

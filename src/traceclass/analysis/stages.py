@@ -22,7 +22,7 @@ import numpy as np
 from traceclass import timeline as tl
 from traceclass.model import AnnotationKind, GpuKind, Trace
 from traceclass.model.nesting import group_ids
-from traceclass.model.table import row_index_dtype
+from traceclass.model.table import BLOCK_ROWS, row_index_dtype
 
 WHOLE_TRACE = "(whole trace)"
 STEP_NAME = "ProfilerStep"
@@ -334,7 +334,7 @@ def _gpu_projection(trace, start, end, pid, tid, whole, helpers):  # type: ignor
 
 
 #: launch calls per batch of ranges in the GPU projection (each call brings its kernels)
-PROJECTION_BATCH = 1 << 20
+PROJECTION_BATCH = BLOCK_ROWS
 
 
 def _ragged_arange(counts: np.ndarray) -> np.ndarray:

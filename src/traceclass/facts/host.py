@@ -13,6 +13,7 @@ from traceclass.analysis.data_loading import DEFAULT_PATTERN as DEFAULT_DATA_PAT
 from traceclass.facts.syncs import SyncEvents
 from traceclass.model import AnnotationKind, Trace
 from traceclass.model.nesting import group_ids, lookup2
+from traceclass.model.table import BLOCK_ROWS
 
 #: user ranges that hold input-pipeline work: "stage:data", "## load_batch ##", "wait_for_batch"
 DATA_STAGE = re.compile(DEFAULT_DATA_PATTERN)  # the same words as TC204's data ranges
@@ -61,7 +62,7 @@ def host_view(trace: Trace, ev: SyncEvents) -> HostView:
     return HostView(pid, tid, sets[0], sets[1], sets[2])
 
 
-_BLOCK = 1 << 20  # rows per block of the containment checks: a few MB of temporaries
+_BLOCK = BLOCK_ROWS  # rows per block of the containment checks
 
 
 def covering_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +72,7 @@ def covering_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     intervals is the union of all rows' (each dropped row lies inside a kept one, or inside a
     dropped one inside a kept one), from a small part of them: at 10 GB of trace, merging
     every op and call held several arrays of tens of millions of rows."""
-    ops, py, api = trace.ops, trace.python, trace.api
+    ops, py = trace.ops, trace.python
     return (_outside_parent(ops.start_ns, ops.end_ns, ops.parent),
             _outside_parent(py.start_ns, py.end_ns, py.parent),
             _outside_op(trace))
@@ -92,13 +93,12 @@ def _outside_parent(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> n
 def _outside_op(trace: Trace) -> np.ndarray:
     """Runtime calls not inside the op that made them, on the same thread."""
     ops, api = trace.ops, trace.api
+    if len(ops) == 0:
+        return np.arange(len(api))
     keep = []
     for lo in range(0, len(api), _BLOCK):
         hi = min(lo + _BLOCK, len(api))
         o = api.op[lo:hi]
-        if len(ops) == 0:
-            keep.append(np.arange(lo, hi))
-            continue
         up = np.maximum(o, 0)
         inside = ((o >= 0) & (ops.start_ns[up] <= api.start_ns[lo:hi]) & (api.end_ns[lo:hi] <= ops.end_ns[up])
                   & (ops.pid[up] == api.pid[lo:hi]) & (ops.tid[up] == api.tid[lo:hi]))

@@ -6,6 +6,7 @@ import numpy as np
 
 from traceclass.analysis.source_lines import source_for_points
 from traceclass.model import Trace
+from traceclass.model.table import BLOCK_ROWS
 
 
 def host_during(trace: Trace, g0: int | None, g1: int | None) -> tuple[str, str | None]:
@@ -30,7 +31,7 @@ def host_during(trace: Trace, g0: int | None, g1: int | None) -> tuple[str, str 
     return "no recorded host activity", None
 
 
-_BLOCK = 1 << 20  # rows per block: the overlap of every op with the gap was GBs at 10 GB of trace
+_BLOCK = BLOCK_ROWS  # the overlap of every op with the gap was GBs at 10 GB of trace
 
 
 def _covering(start: np.ndarray, end: np.ndarray, g0: int, g1: int, half: float) -> tuple[np.ndarray, np.ndarray]:

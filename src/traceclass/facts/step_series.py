@@ -11,10 +11,11 @@ from traceclass.analysis.kernel_families import FAMILY_ORDER
 from traceclass.analysis.ops import OpAnalysis
 from traceclass.analysis.stages import Occurrences
 from traceclass.model import GpuKind, Trace
+from traceclass.model.table import BLOCK_ROWS
 
 #: steady steps kept in the per-step series of op groups and kernel families
 MAX_STEP_SERIES = 1_000
-SERIES_BLOCK = 1 << 20  # op and GPU rows per block
+SERIES_BLOCK = BLOCK_ROWS  # op and GPU rows per block
 
 
 @dataclasses.dataclass(frozen=True)

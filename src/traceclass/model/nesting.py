@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceclass.model.table import BLOCK_ROWS
+
 
 def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense group id per row for the combination of ``keys`` (ids ordered by key value)."""
@@ -179,7 +181,7 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 #: rows (checks, ancestor walks) or queries (containment) per block, where doing the whole
 #: table at once would make a dozen table-sized temporaries; each block is independent
-_BLOCK = 1 << 20
+_BLOCK = BLOCK_ROWS
 
 
 def _nest_repaired(s: np.ndarray, e: np.ndarray, rounds: int = 16) -> tuple[np.ndarray, np.ndarray, int]:

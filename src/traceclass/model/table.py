@@ -20,6 +20,12 @@ import numpy as np
 T = TypeVar("T", bound="Table")
 
 
+#: rows per block where a computation over a whole table runs a block at a time: each temporary
+#: is then a few MB (1M rows of int64 = 8 MB) however large the trace, and the per-block Python
+#: overhead stays invisible. The blocked modules alias it so tests can force tiny blocks.
+BLOCK_ROWS = 1 << 20
+
+
 def row_index_dtype(n_rows: int) -> type[np.signedinteger]:  # type: ignore[type-arg]
     """The narrowest signed integer that indexes ``n_rows`` rows (and holds -1): row numbers
     kept in cached facts are int32 until a table outgrows it."""
