@@ -33,6 +33,47 @@ def _malloc_trim() -> Callable[[int], Any] | None:
         return None
 
 
+#: glibc ``mallopt`` parameters and the values :func:`steady_heap_thresholds` sets
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 16 << 20
+TRIM_THRESHOLD = 32 << 20
+
+
+def steady_heap_thresholds() -> bool:
+    """Keep blocks under 16 MB in the heap and up to 32 MB of its free top resident (glibc
+    ``mallopt``), instead of glibc's sliding thresholds. Reading streams ~1 MB blocks and
+    builds ~1 MB runs one after another; with the sliding ones each can land in fresh pages
+    (a new mapping, or heap top trimmed and grown again), so every byte of the file is
+    faulted in about twice. Measured on the 503 MB V100 replica (2-core VM, 3 alternating
+    runs): minor faults 382,000 -> 262,000, system time 0.94-1.00 s -> 0.63-0.69 s, analyze
+    7.1-8.4 s -> 6.2-7.3 s wall, peak RSS unchanged (257 MB); the explicit
+    :func:`release_free_heap` calls still hand large free space back. The user's own
+    ``MALLOC_*`` settings win. For the command line: a library leaves the process's
+    allocator alone. Returns whether the thresholds were set."""
+    if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+        return False
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+@functools.cache
+def _mallopt() -> Callable[[int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return None
+    try:  # glibc only: musl has no tunable thresholds (and may not export mallopt at all)
+        ctypes.CDLL(None).gnu_get_libc_version
+    except AttributeError:
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn
+
+
 #: where the kernel says which transparent-huge-page modes are selected (``[madvise]``)
 THP_DIR = "/sys/kernel/mm/transparent_hugepage"
 

@@ -73,3 +73,30 @@ def test_any_mix_matches_decimal_or_is_refused(texts: list[str]) -> None:
         want = _reference(text, 3)
         if good and want is not None:
             assert v == want, text
+
+
+def test_equal_width_texts_read_as_a_matrix_match_decimal() -> None:
+    # one width, the point in one column: the matrix path; each case against Decimal
+    _check([b"1712195495519689.047", b"1712195495519695.812", b"0000000000000000.000"])
+    _check([b"12.0005", b"99.9995", b"00.0004"])  # rounding on the first dropped digit
+    _check([b"1.5", b"2.2"])  # fewer fraction digits than the scale
+    _check([b"15", b"22", b"07"])  # no point at all
+    _check([b"9223372036854775.807", b"8999999999999999.999", b"4611686018427387.904"])  # int64's edge
+    _check([b"9999999999999999.999", b"1000000000000000.000"])  # 19 places: a leading 9 may wrap int64
+
+
+def test_equal_width_texts_that_are_not_plain_numbers_take_the_general_path() -> None:
+    _check([b"1.5", b"-1."])  # a sign
+    _check([b"1e3", b"1.5"])  # an exponent
+    _check([b"1.5", b"12."])  # the point in another column
+    _check([b"5.", b"6."])  # a trailing point
+    _check([b"..", b".."])
+    _check([b"", b""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 17), st.integers(0, 6), st.lists(st.integers(0, 10**23 - 1), min_size=1, max_size=30))
+def test_equal_width_matches_decimal(int_width: int, frac_width: int, seeds: list[int]) -> None:
+    digits = [str(x).zfill(23)[-(int_width + frac_width):] for x in seeds]
+    texts = [(d[:int_width] + ("." + d[int_width:] if frac_width else "")).encode() for d in digits]
+    _check(texts)

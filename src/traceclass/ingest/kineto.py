@@ -11,7 +11,6 @@ of :data:`CHUNK_EVENTS`, with the forgiving repairs.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Iterator, Optional
@@ -153,7 +152,6 @@ _CATEGORY = {
     "cpu_instant_event": _MEM,
     "Trace": _SPAN,
 }
-_GET_PH, _GET_CAT, _GET_NAME = attrgetter("ph"), attrgetter("cat"), attrgetter("name")
 KINETO_CATEGORIES = frozenset(_CATEGORY) | {"ac2g", "fwdbwd", "gpu_user_annotation", "overhead"}
 
 
@@ -365,6 +363,63 @@ def _runs(container: Container) -> Iterator[list[msgspec.Raw]]:
         yield from container.rest
 
 
+class _CategoriesSeen:
+    """The distinct ``cat`` values of a file, numbered as they appear, with what each means:
+    an event's category becomes one dict probe, and counting the skipped ones a bincount.
+    Beyond :attr:`LIMIT` distinct values (a hostile file) new ones get id -1 and are counted
+    one by one."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.index: dict[Any, int] = {}
+        self.code = np.zeros(0, dtype=np.int8)
+        self.memory = np.zeros(0, dtype=bool)
+        self.mtia = -2
+        for c in (*_CATEGORY, "cpu_instant_event"):
+            self._add(c)
+        self._arrays()
+
+    def _add(self, c: Any) -> None:
+        if c not in self.index:
+            self.index[c] = len(self.values)
+            self.values.append(c)
+
+    def _arrays(self) -> None:
+        # id -1 (beyond the table) reads the last entry: an unknown category, never memory
+        vals = self.values + [None]
+        self.code = np.array([_CATEGORY.get(c, -1) if isinstance(c, str) else -1 for c in vals], dtype=np.int8)
+        self.memory = np.array([c == "cpu_instant_event" for c in vals], dtype=bool)
+        self.mtia = self.index.get("mtia_ccp_events", -2)
+
+    def ids(self, cats: list[Any]) -> np.ndarray:
+        n = len(cats)
+        try:
+            cid = np.fromiter(map(self.index.get, cats, repeat(-1, n)), np.int32, n)
+        except TypeError:  # an unhashable category in a hostile file: read as its text
+            cats = [c if isinstance(c, str) else str(c) for c in cats]
+            cid = np.fromiter(map(self.index.get, cats, repeat(-1, n)), np.int32, n)
+        new = np.flatnonzero(cid < 0)
+        if len(new) and len(self.values) < self.LIMIT:
+            for i in new.tolist():
+                if len(self.values) >= self.LIMIT:
+                    break
+                self._add(cats[i])
+            self._arrays()
+            cid[new] = np.fromiter(map(self.index.get, (cats[i] for i in new.tolist()), repeat(-1)),
+                                   np.int32, len(new))
+        return cid
+
+    def unknown_key(self, i: int | None, value: Any = None) -> str:
+        c = self.values[i] if i is not None else value
+        return c if c in ("gpu_user_annotation", "overhead", "cuda_profiler_range") else "?" + str(c)[:40]
+
+    def flow_key(self, i: int | None, value: Any = None) -> str:
+        c = self.values[i] if i is not None else value
+        return f"flow:{c if isinstance(c, str) else str(c)}"
+
+
 class _ChunkState:
     def __init__(self, strings, inputs, cols, counts, thread_names, window):  # type: ignore[no-untyped-def]
         self.strings: StringTable = strings
@@ -376,6 +431,7 @@ class _ChunkState:
         self.exact_ts: bool | None = None
         self.decoder = _DECODE_EVENTS
         self.loose = False
+        self.cats_seen = _CategoriesSeen()
 
     def probe_timestamps(self, sample: list[msgspec.Raw]) -> None:
         """Choose the decoder from the first events: epoch-us files get ``ts`` as text from
@@ -396,7 +452,17 @@ class _ChunkState:
         if n == 0:
             return
         codes = self._categories(evs)
-        ts_ns, dur_ns, valid, negative = self._times(evs, buf)
+        # times only for the events kept: flows (a third of a GPU trace's events) and metadata
+        # are counted or read without them
+        rows = np.flatnonzero((codes != _SKIP) & (codes != _META))
+        if len(rows) == n:
+            ts_ns, dur_ns, valid, negative = self._times(evs, buf)
+        else:
+            ts_ns, dur_ns = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+            valid, negative = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+            if len(rows):
+                ts_ns[rows], dur_ns[rows], valid[rows], negative[rows] = self._times(
+                    [evs[i] for i in rows.tolist()], buf, rows)
         bad = ~valid & (codes != _META) & (codes != _SKIP)
         if bad.any():  # no usable timestamp: the event cannot be placed in time
             self.counts["?invalid timestamp"] = self.counts.get("?invalid timestamp", 0) + int(bad.sum())
@@ -423,48 +489,47 @@ class _ChunkState:
 
     def _categories(self, evs: list[Any]) -> np.ndarray:
         """Category code per event, and counts of what is skipped (flows, unknown categories)."""
-        # map over C callables: no Python frame per event
-        phs = list(map(_GET_PH, evs))
-        cats = list(map(_GET_CAT, evs))
+        n = len(evs)
+        phs = [e.ph for e in evs]  # faster than map(attrgetter) on msgspec structs
+        cats = [e.cat for e in evs]
         try:
-            ph = np.array(list(map(_PHASE.get, phs, repeat(0, len(phs)))), dtype=np.int8)
-            cat = np.array(list(map(_CATEGORY.get, cats, repeat(-1, len(cats)))), dtype=np.int8)
-        except TypeError:  # an unhashable ph/cat in a hostile file
+            ph = np.fromiter(map(_PHASE.get, phs, repeat(0, n)), np.int8, n)
+        except TypeError:  # an unhashable ph in a hostile file
             ph = np.array([_PHASE.get(p, 0) if isinstance(p, str) else 0 for p in phs], dtype=np.int8)
-            cat = np.array([_CATEGORY.get(c, -1) if isinstance(c, str) else -1 for c in cats], dtype=np.int8)
-        codes = np.full(len(evs), _SKIP, dtype=np.int8)
+        cats_seen = self.cats_seen
+        cid = cats_seen.ids(cats)
+        cat = cats_seen.code[cid]
+        codes = np.full(n, _SKIP, dtype=np.int8)
         x = ph == _PH_X
         codes[x & (cat >= 0)] = cat[x & (cat >= 0)]
         codes[ph == _PH_M] = _META
-        inst = np.flatnonzero(ph == _PH_I)
-        if len(inst):
-            is_mem = np.array([cats[i] == "cpu_instant_event" for i in inst.tolist()], dtype=bool)
-            codes[inst[is_mem]] = _MEM
+        codes[(ph == _PH_I) & cats_seen.memory[cid]] = _MEM
         counts = self.counts
-        n_mtia = cats.count("mtia_ccp_events")
+        n_mtia = int(np.count_nonzero(cid == cats_seen.mtia))
         if n_mtia:
             counts["mtia_ccp_events"] = counts.get("mtia_ccp_events", 0) + n_mtia
-        for i in np.flatnonzero(x & (cat < 0)).tolist():
-            c = cats[i]
-            key = c if c in ("gpu_user_annotation", "overhead", "cuda_profiler_range") else "?" + str(c)[:40]
-            counts[key] = counts.get(key, 0) + 1
-        flow = np.flatnonzero(ph == _PH_FLOW)
-        if len(flow):
-            try:
-                flow_cats = Counter(map(cats.__getitem__, flow.tolist()))
-            except TypeError:  # an unhashable category in a hostile file
-                flow_cats = Counter(str(cats[i]) for i in flow.tolist())
-            for c, k in flow_cats.items():
-                key = f"flow:{c if isinstance(c, str) else str(c)}"
-                counts[key] = counts.get(key, 0) + k
+        # skipped events counted per category id, one key per distinct category
+        for rows, label in ((x & (cat < 0), cats_seen.unknown_key), (ph == _PH_FLOW, cats_seen.flow_key)):
+            ids = cid[rows]
+            if not len(ids):
+                continue
+            per_id = np.bincount(ids[ids >= 0])
+            for i in np.flatnonzero(per_id).tolist():
+                key = label(i)
+                counts[key] = counts.get(key, 0) + int(per_id[i])
+            for i in np.flatnonzero(rows)[ids < 0].tolist():  # categories beyond the table
+                key = label(None, cats[i])
+                counts[key] = counts.get(key, 0) + 1
         other = np.flatnonzero(ph == 0)
         for i in other.tolist():
             key = f"?ph {phs[i]}"[:40]
             counts[key] = counts.get(key, 0) + 1
         return codes
 
-    def _times(self, evs: list[Any], buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(ts_ns, dur_ns, valid ts, negative duration) per event."""
+    def _times(self, evs: list[Any], buf: bytes, rows: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ts_ns, dur_ns, valid ts, negative duration) per event; ``evs`` are the events at
+        ``rows`` of the run ``buf`` holds (all of them when None)."""
         dur = _floats([e.dur for e in evs])
         dur_ok = np.isfinite(dur) & (np.abs(dur) < _MAX_US)
         negative = dur_ok & (dur < 0)
@@ -482,7 +547,10 @@ class _ChunkState:
                 self.decoder = _DECODE_RAWTS
         safe = np.where(finite, ts, 0.0)
         if self.exact_ts:
-            ts_ns, ok = decimal_text_to_int([x.ts for x in _DECODE_TS.decode(buf)], 3)
+            texts = [x.ts for x in _DECODE_TS.decode(buf)]
+            if rows is not None:
+                texts = [texts[i] for i in rows.tolist()]
+            ts_ns, ok = decimal_text_to_int(texts, 3)
             if not ok.all():  # keep int64 throughout: a float detour would lose the ns digits
                 fallback = np.rint(safe * 1000.0).astype(np.int64)
                 ts_ns = np.where(ok, ts_ns, fallback)
@@ -516,7 +584,7 @@ class _ChunkState:
         )
 
     def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray) -> None:
-        names = list(map(_GET_NAME, sub))
+        names = [e.name for e in sub]
         if not all(map(str.__instancecheck__, names)):
             names = [_str(v) for v in names]
         names = self.strings.intern_many(names)
@@ -601,9 +669,13 @@ class _ChunkState:
 
     def _inputs(self, args: list[_Args]) -> np.ndarray:
         out = np.full(len(args), -1, dtype=np.int32)
+        dims, types = [a.dims for a in args], [a.types for a in args]
+        n = len(args)
+        if dims.count(_EMPTY) == n and types.count(_EMPTY) == n:  # no shapes recorded: one C pass
+            return out
         intern = self.inputs.intern
         for k, a in enumerate(args):
-            if a.dims is _EMPTY and a.types is _EMPTY:
+            if dims[k] is _EMPTY and types[k] is _EMPTY:
                 continue
             key = (bytes(a.dims), bytes(a.types), bytes(a.strides), bytes(a.concrete))
             out[k] = intern(key, lambda key=key: _parse_inputs(*key))
@@ -642,6 +714,15 @@ def _str(v: Any) -> str:
 
 
 def _floats(values: list[Any]) -> np.ndarray:
+    n = len(values)
+    nones = values.count(None)
+    if nones == n:  # a field most events lack (flops)
+        return np.full(n, np.nan)
+    if nones == 0:
+        try:  # fromiter skips np.array's shape discovery (~100 ns a value)
+            return np.fromiter(values, np.float64, n)
+        except (TypeError, ValueError):
+            pass
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -664,7 +745,9 @@ def _ints(values: list[Any], fill: int = -1) -> np.ndarray:
         return np.full(n, fill, dtype=np.int64)
     if set(map(type, values)) <= _INT_OR_NONE:  # the usual case, converted in C
         try:
-            return np.array(values if nones == 0 else [fill if v is None else v for v in values], dtype=np.int64)
+            if nones == 0:
+                return np.fromiter(values, np.int64, n)
+            return np.array([fill if v is None else v for v in values], dtype=np.int64)
         except OverflowError:
             pass
     return np.array([_int_or(v, fill) for v in values], dtype=np.int64)

@@ -46,9 +46,11 @@ def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray,
                  tid: np.ndarray, strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
     """Columns of the events among ``args`` that carry collective arguments (None: none do).
     ``ints`` is the reader's tolerant list -> int64 converter."""
-    keep = [k for k, a in enumerate(args) if a.coll_name is not None or a.pg_name is not None]
-    if not keep:
+    coll, pg = [a.coll_name for a in args], [a.pg_name for a in args]
+    n = len(args)
+    if coll.count(None) == n and pg.count(None) == n:  # the usual run: no collective, one C pass
         return None
+    keep = [k for k in range(n) if coll[k] is not None or pg[k] is not None]
     sub = [args[k] for k in keep]
     idx = np.asarray(keep, dtype=np.int64)
 

@@ -46,7 +46,9 @@ def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = Non
     starts[0] = 0
     starts[1:] = sep[:-1] + 1
     lengths = sep - starts
-    fast = _plain_decimals(a, sep, starts, lengths, scale_exp)
+    fast = _fixed_width_decimals(a, n, scale_exp)
+    if fast is None:
+        fast = _plain_decimals(a, sep, starts, lengths, scale_exp)
     if fast is not None:
         return fast
     width = int(lengths.max()) if n else 0
@@ -85,6 +87,39 @@ def joined_decimal_to_int(buf: bytes, n: int, raws: Sequence[bytes] | None = Non
         else:
             values[i] = v
     return values, ok
+
+
+def _fixed_width_decimals(a: np.ndarray, n: int, scale_exp: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The commonest case, fastest: every text has the same length and its point in the same
+    column (Kineto's epoch-microsecond ``ts``, written ``%.3f``), so the joined texts are an
+    ``n x (width + 1)`` matrix as they lie, read without gathering. None otherwise."""
+    if len(a) % n:
+        return None
+    mat = a.reshape(n, len(a) // n)[:, :-1]  # the last column is the separators
+    width = mat.shape[1]
+    dots = np.flatnonzero(mat[0] == 46)
+    if width == 0 or len(dots) > 1 or (len(dots) and dots[0] == width - 1):
+        return None  # a lone point or "5.": the general paths decide
+    point = int(dots[0]) if len(dots) else width
+    int_cols, frac_cols = mat[:, :point], mat[:, point + 1:]
+    if point and (int_cols - np.uint8(48) > 9).any():
+        return None
+    if frac_cols.shape[1] and (frac_cols - np.uint8(48) > 9).any():
+        return None
+    if len(dots) and (mat[:, point] != 46).any():
+        return None
+    if point + scale_exp > 19:
+        return None  # beyond int64 after scaling: the general paths decide
+    kept = min(frac_cols.shape[1], scale_exp)
+    digits = mat[:, list(range(point)) + list(range(point + 1, point + 1 + kept))] - np.uint8(48)
+    weights = _POW10[np.arange(point + kept - 1, -1, -1) + (scale_exp - kept)]
+    values = digits.astype(np.int64) @ weights
+    if frac_cols.shape[1] > scale_exp:
+        values += frac_cols[:, scale_exp] >= 48 + 5  # round half up on the first dropped digit
+    ok = values < (1 << 62)  # beyond int64 ns after arithmetic: not a timestamp (as _parse_one)
+    if point + scale_exp == 19:
+        ok &= mat[:, 0] < 48 + 9  # >= 9e18 may have wrapped around int64, and is no timestamp anyway
+    return np.where(ok, values, 0), ok
 
 
 def _plain_decimals(a: np.ndarray, sep: np.ndarray, starts: np.ndarray, lengths: np.ndarray,

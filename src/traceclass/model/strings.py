@@ -36,14 +36,13 @@ class StringTable:
 
     def intern_many(self, values: Sequence[str | None]) -> np.ndarray:
         """Codes for a sequence of strings (``None`` -> -1); one dict probe per value."""
-        get = self._index.get
-        codes = [get(v) for v in values]
+        codes = list(map(self._index.get, values))
         if None in codes:  # new strings (or None values): intern them in order of appearance
             for i, c in enumerate(codes):
                 if c is None:
                     v = values[i]
                     codes[i] = -1 if v is None else self.intern(v)
-        return np.array(codes, dtype=np.int32)
+        return np.fromiter(codes, np.int32, len(codes))
 
     def code(self, value: str) -> int:
         """Code of ``value`` or -1 when absent (does not intern)."""
