@@ -13,6 +13,7 @@ caller reads the file whole instead, with its forgiving paths.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from typing import Any, Callable, Iterator
 
@@ -56,15 +57,27 @@ class RawRun(list):  # type: ignore[type-arg]
         self.origin = origin
 
 
-def _blocks(path: str, block: int) -> Iterator[bytes]:
+def _blocks(path: str, block: int, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
     """The file's content in pieces of about ``block`` bytes, gunzipped when gzip, with the
-    decompression-bomb ratio guard of :mod:`traceclass.ingest.source`."""
+    decompression-bomb ratio guard of :mod:`traceclass.ingest.source`. ``start`` and ``stop``
+    (byte offsets) read a part of a plain file."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
-        fh.seek(0)
-        if magic != GZIP_MAGIC:
-            # a callable iterator: no frame of ours keeps the piece while the caller uses it
-            yield from iter(lambda: fh.read(block), b"")
+        fh.seek(start)
+        if magic != GZIP_MAGIC or start or stop is not None:
+            if stop is None:
+                # a callable iterator: no frame of ours keeps the piece while the caller uses it
+                yield from iter(lambda: fh.read(block), b"")
+                return
+            left = stop - start
+            while left > 0:
+                piece = fh.read(min(block, left))
+                if not piece:
+                    return
+                left -= len(piece)
+                box = [piece]
+                del piece
+                yield box.pop()
             return
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         consumed = produced = 0
@@ -169,9 +182,13 @@ def _cut_before(buf: bytes, start: int, end: int,
     return [], 0
 
 
-def stream_container(path: str, events_key: str = "traceEvents", block: int | None = None) -> Container:
+def stream_container(path: str, events_key: str = "traceEvents", block: int | None = None,
+                     stop: int | None = None) -> Container:
     """A :class:`Container` whose ``events`` are the first block's and whose ``rest`` yields
-    the others as they are read; ``top`` gets the keys after the array once ``rest`` ends."""
+    the others as they are read; ``top`` gets the keys after the array once ``rest`` ends.
+    With ``stop`` (a plain file's byte offset where an event starts, see :func:`split_point`)
+    the events end there: the rest is :func:`stream_from`'s, and :class:`NotABoundary` is
+    raised if ``stop`` turns out not to start an event."""
     container = Container(top={}, events=[], bare=False)
     block = BLOCK if block is None else block
 
@@ -179,7 +196,7 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
         container.size += len(piece)
         return piece
 
-    blocks = map(counted, _blocks(path, block))  # map, not a generator: it keeps no piece
+    blocks = map(counted, _blocks(path, block, 0, stop))  # map, not a generator: it keeps no piece
     head = b""
     found = None
     for piece in blocks:
@@ -203,7 +220,9 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
             except msgspec.DecodeError:
                 top[k] = None
     container.top, container.bare = top, bare
-    gen = _events(path, head, start, blocks, container)
+    if stop is not None and bare:
+        raise StreamUnsupported("a bare array is not split")
+    gen = _events(path, head, start, blocks, container, split_end=stop is not None)
     del head
     first = next(gen, [])
     container.events = first
@@ -211,10 +230,49 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
     return container
 
 
-def _events(path: str, buf: bytes, pos: int, blocks: Iterator[bytes], container: Container
-            ) -> Iterator[list[msgspec.Raw]]:
+class NotABoundary(Exception):
+    """A split point turned out not to start an event: the part before it ends mid-event."""
+
+
+def split_point(path: str, lo: int, hi: int) -> int | None:
+    """A byte offset between ``lo`` and ``hi`` of a plain file that looks like the start of an
+    event (the ``{`` after ``}`` and a comma), near the middle; None when there is none. Only a
+    guess: the part before it is read up to it and must end with a whole event
+    (:class:`NotABoundary` otherwise), and the part after it must decode as events."""
+    mid = (lo + hi) // 2
+    with open(path, "rb") as fh:
+        fh.seek(mid)
+        window = fh.read(min(1 << 20, max(hi - mid, 0)))
+    for m in _SPLIT.finditer(window):
+        at = mid + m.start(1)
+        if at < hi:
+            return at
+    return None
+
+
+_SPLIT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*\"")
+
+
+def stream_from(path: str, start: int, container: Container, block: int | None = None
+                ) -> Iterator[list[msgspec.Raw]]:
+    """Runs of the events from byte ``start`` of a plain file (where an event starts) to the
+    end of the events array; the keys after the array go into ``container.top``."""
+    block = BLOCK if block is None else block
+
+    def counted(piece: bytes) -> bytes:
+        container.size += len(piece)
+        return piece
+
+    blocks = map(counted, _blocks(path, block, start))
+    first = next(blocks, b"")
+    return _events(path, first, 0, blocks, container, base=start)
+
+
+def _events(path: str, buf: bytes, pos: int, blocks: Iterator[bytes], container: Container,
+            split_end: bool = False, base: int = 0) -> Iterator[list[msgspec.Raw]]:
+    """``base``: the offset of ``buf[0]`` in the JSON text; ``split_end``: the blocks stop
+    where another reader starts (a whole event must end there)."""
     eof = False
-    base = 0  # offset of buf[0] in the JSON text
     # pos: where the unread events start; runs are cut from buf without copying its rest
     while True:
         i = _strip_ws(buf, pos)
@@ -234,6 +292,10 @@ def _events(path: str, buf: bytes, pos: int, blocks: Iterator[bytes], container:
         if len(buf) - pos > 4 * max(BLOCK, 1 << 20):  # no whole event in MBs: damaged, not a huge event
             raise StreamUnsupported("no valid event boundary in the block")
         if eof:
+            if split_end:
+                if buf[pos:].strip(_WS + b","):
+                    raise NotABoundary("the split point is inside an event")
+                return
             if container.bare and not buf[pos:].strip():
                 container.repaired = "file was truncated; the events before the cut were read"
                 return

@@ -10,10 +10,12 @@ of :data:`CHUNK_EVENTS`, with the forgiving repairs.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import msgspec
 import numpy as np
@@ -21,9 +23,10 @@ import numpy as np
 from traceclass.errors import TraceFormatError
 from traceclass.heap import release_free_heap
 from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
-from traceclass.ingest.kineto_comms import CommArgs, build_comms, comm_columns
+from traceclass.ingest.jsonstream import NotABoundary, StreamUnsupported, split_point, stream_container, stream_from
+from traceclass.ingest.kineto_comms import TEXT_COLUMNS, CommArgs, build_comms, comm_columns, comm_texts
 from traceclass.ingest.numbers import decimal_text_to_int
-from traceclass.ingest.source import Progress
+from traceclass.ingest.source import GZIP_MAGIC, Progress
 from traceclass.model import (
     Annotations,
     ApiCalls,
@@ -183,6 +186,13 @@ def _decode_chunk(state: "_ChunkState", buf: bytes) -> list[Any]:
     return evs
 
 
+#: the categories read as timed rows (their names interned in event order)
+_TIMED = np.zeros(16, dtype=bool)
+_TIMED[[_OP, _ANN, _PY, _API, _KERNEL, _MEMCPY, _MEMSET, _SYNC]] = True
+
+#: columns of string codes, re-coded when a helper's part is appended
+_TEXT_COLUMNS = frozenset({"name"}) | TEXT_COLUMNS
+
 _NARROW = frozenset().union(*(t.narrow_columns() for t in (Ops, Annotations, PythonFrames, ApiCalls, GpuActivity)))
 
 
@@ -213,7 +223,12 @@ class _Columns:
         return out
 
 
-def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None) -> Trace:
+def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None,
+                split: bool = True) -> Trace:
+    """The trace in ``container``. A large plain file is read by two processes where the
+    machine has the cores (:func:`_split_at`): this one up to an event near the middle, a
+    forked helper from there on, its columns then appended to ours; ``split=False`` reads it
+    all here."""
     top = container.top
     strings = StringTable()
     inputs = InputsTable()
@@ -224,7 +239,6 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     n_total = len(container.events)
     state = _ChunkState(strings, inputs, cols, counts, thread_names, window)
     state.probe_timestamps(container.events[:1000])
-    utf8_fixed = 0
     lo = 0
 
     def parsed(n: int) -> None:
@@ -234,39 +248,42 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         if progress is not None:
             progress("parsing", lo, n_total)
 
+    at = _split_at(path, container, state) if split else None
+    helper = None
+    if at is not None:
+        try:
+            container = stream_container(path, stop=at)
+        except (StreamUnsupported, NotABoundary):  # found in the first block: read it all here
+            at = None
+        else:
+            top = container.top
+            helper = _Helper(path, at, bool(state.exact_ts))
     if container.rest is not None:  # later blocks decoded straight from their text
         container.decode_run = lambda text: _decode_chunk(state, text)
-    for events in _runs(container):
-        if isinstance(events, DecodedRun):
-            n_run = len(events)
-            state.process(events, events.text)
-            del events
-            parsed(n_run)
-            continue
-        while events:
-            chunk = events[:CHUNK_EVENTS]
-            # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
-            # would otherwise stay allocated until the whole file is parsed
-            del events[:CHUNK_EVENTS]
-            buf = b"[" + b",".join(chunk) + b"]"
-            n_chunk = len(chunk)
-            try:
-                evs = _decode_chunk(state, buf)
-            except msgspec.DecodeError:
-                # a stray byte in a name or category: replaced, as the forgiving path does
-                buf, fixed = repair_utf8(buf)
-                try:
-                    if not fixed:
-                        raise
-                    evs = _decode_chunk(state, buf)
-                except msgspec.DecodeError:
-                    raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
-                utf8_fixed += fixed
-            del chunk
-            state.process(evs, buf)
-            del evs, buf
-            parsed(n_chunk)
-        del events
+    try:
+        utf8_fixed = _consume(state, container, path, _runs(container), parsed)
+    except (NotABoundary, StreamUnsupported):
+        if helper is None:
+            raise
+        helper.stop()  # the guess was not an event's start, or the part before it is damaged
+        return read_kineto(path, data_size, stream_container(path), progress, split=False)
+    except BaseException:
+        if helper is not None:
+            helper.stop()
+        raise
+    if helper is not None:
+        with stage("read helper join"):
+            part = helper.result()
+        if part is None:  # the helper met something it cannot read: read that part here
+            rest = Container(top=top, events=[], bare=False)
+            rest.decode_run = container.decode_run
+            utf8_fixed += _consume(state, rest, path, stream_from(path, at, rest), parsed)
+            container.size += rest.size
+        else:
+            utf8_fixed += part.append_to(state)
+            top.update(part.top)
+            container.size += part.size
+            parsed(part.events)
     data_size = container.size or data_size
 
     ops = _build_ops(cols.get(_OP))
@@ -321,7 +338,8 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         captured.add("shapes")
 
     meta = _meta(top)
-    meta["event_counts"] = {k: v for k, v in counts.items() if not k.startswith(("?", "!"))}
+    # sorted: the order things were met in depends on how the file was cut into runs
+    meta["event_counts"] = {k: v for k, v in sorted(counts.items()) if not k.startswith(("?", "!"))}
     trace = Trace(
         source=SourceInfo(
             path=path,
@@ -353,6 +371,183 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     del trace
     release_free_heap()
     return linked
+
+
+def _consume(state: "_ChunkState", container: Container, path: str, runs: Iterator[list[Any]],
+             parsed: Callable[[int], None]) -> int:
+    """Every run into ``state``'s columns; returns the invalid UTF-8 bytes replaced."""
+    utf8_fixed = 0
+    for events in runs:
+        if isinstance(events, DecodedRun):
+            n_run = len(events)
+            state.process(events, events.text)
+            del events
+            parsed(n_run)
+            continue
+        while events:
+            chunk = events[:CHUNK_EVENTS]
+            # drop the chunk's raw slices from the list as we go: ~50 bytes per event that
+            # would otherwise stay allocated until the whole file is parsed
+            del events[:CHUNK_EVENTS]
+            buf = b"[" + b",".join(chunk) + b"]"
+            n_chunk = len(chunk)
+            try:
+                evs = _decode_chunk(state, buf)
+            except msgspec.DecodeError:
+                # a stray byte in a name or category: replaced, as the forgiving path does
+                buf, fixed = repair_utf8(buf)
+                try:
+                    if not fixed:
+                        raise
+                    evs = _decode_chunk(state, buf)
+                except msgspec.DecodeError:
+                    raise TraceFormatError(path, locate_bad_event(container, chunk)) from None
+                utf8_fixed += fixed
+            del chunk
+            state.process(evs, buf)
+            del evs, buf
+            parsed(n_chunk)
+        del events
+    return utf8_fixed
+
+
+#: Plain files from this size up are read by two processes where two cores are free: at
+#: 64 MB a sequential read takes ~0.7 s on this project's VM, the fork and the hand-over
+#: ~0.05 s
+SPLIT_ABOVE = 64 << 20
+#: ... and up to this size: above it a helper holding half the columns while this process
+#: holds the other half would raise the peak the streaming read keeps bounded (issue 16's
+#: 10 GB case), so larger files are read here alone
+SPLIT_BELOW = 2 << 30
+#: set to 0 to read every file in this process
+SPLIT_ENV = "TRACECLASS_SPLIT_READ"
+
+
+def _split_at(path: str, container: Container, state: "_ChunkState") -> int | None:
+    """Where a helper process should start reading, or None to read the file here alone."""
+    if os.environ.get(SPLIT_ENV, "1") == "0" or container.rest is None or container.bare:
+        return None
+    if not sys.platform.startswith("linux"):
+        return None  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
+    if len(os.sched_getaffinity(0)) < 2 or state.exact_ts is None or state.loose:
+        return None
+    try:
+        size = os.stat(path).st_size
+        with open(path, "rb") as fh:
+            if fh.read(2) == GZIP_MAGIC:
+                return None  # a gzip stream cannot be entered in the middle
+    except OSError:
+        return None
+    if not SPLIT_ABOVE <= size < SPLIT_BELOW:
+        return None
+    return split_point(path, 0, size)
+
+
+class _Part:
+    """What the helper read: its columns, string and inputs tables, counts and sizes."""
+
+    def __init__(self, head: dict[str, Any], columns: list[tuple[int, str, np.ndarray]]) -> None:
+        self.head = head
+        self.columns = columns
+        self.top: dict[str, Any] = head["top"]
+        self.size: int = head["size"]
+        self.events: int = head["events"]
+
+    def append_to(self, state: "_ChunkState") -> int:
+        """Its rows after ``state``'s, its strings and inputs re-coded in ``state``'s tables
+        (interned in the order the helper met them: the codes a single reader would give)."""
+        h = self.head
+        codes = np.array([state.strings.intern(v) for v in h["strings"]] + [-1], dtype=np.int32)
+        values = h["input_values"]
+        inputs = {c: state.inputs.intern(key, (lambda c=c: values[c] if c >= 0 else None))
+                  for key, c in h["inputs"]}
+        in_codes = np.array([inputs.get(c, -1) for c in range(len(values))] + [-1], dtype=np.int32)
+        for cat, name, arr in self.columns:
+            if name in _TEXT_COLUMNS:
+                arr = codes[arr]  # -1 reads the last entry: -1
+            elif cat == _OP and name == "inputs":
+                arr = in_codes[arr]
+            state.cols.add(cat, **{name: arr})
+        self.columns = []
+        for k, v in h["counts"].items():
+            state.counts[k] = state.counts.get(k, 0) + v
+        state.thread_names.update(h["thread_names"])
+        state.window.extend(h["window"])
+        return int(h["utf8_fixed"])
+
+
+class _Helper:
+    """A forked process reading a plain file from byte ``at`` (an event's start) to the end."""
+
+    def __init__(self, path: str, at: int, exact_ts: bool) -> None:
+        import multiprocessing  # only when a file is split: ~10 ms of imports
+
+        ctx = multiprocessing.get_context("fork")
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_help, args=(path, at, exact_ts, child), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def result(self) -> _Part | None:
+        """Its part, or None when it failed (the caller reads that part itself)."""
+        try:
+            status, head = self.conn.recv()
+            if status != "ok":
+                return None
+            columns = []
+            for cat, name, dtype, shape in head.pop("columns"):
+                arr = np.empty(shape, dtype=np.dtype(dtype))
+                if arr.size:
+                    self.conn.recv_bytes_into(arr)
+                columns.append((cat, name, arr))
+            return _Part(head, columns)
+        except (EOFError, OSError, ValueError):
+            return None
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+def _help(path: str, at: int, exact_ts: bool, conn: Any) -> None:
+    """The helper's work: read from ``at``, send the head then each column's bytes."""
+    try:
+        with stage("read helper"):
+            state = _ChunkState(StringTable(), InputsTable(), _Columns(), {}, {}, [])
+            state.exact_ts = exact_ts
+            state.decoder = _DECODE_RAWTS if exact_ts else _DECODE_EVENTS
+            container = Container(top={}, events=[], bare=False)
+            container.decode_run = lambda text: _decode_chunk(state, text)
+            n = [0]
+
+            def parsed(k: int) -> None:
+                n[0] += k
+
+            utf8_fixed = _consume(state, container, path, stream_from(path, at, container), parsed)
+            columns = []
+            for cat in list(state.cols.parts):
+                columns += [(cat, name, arr) for name, arr in state.cols.get(cat).items()]
+        head = dict(
+            strings=state.strings._values, inputs=list(state.inputs._index.items()),
+            input_values=state.inputs._values, counts=state.counts, thread_names=state.thread_names,
+            window=state.window, utf8_fixed=utf8_fixed, top=container.top, size=container.size, events=n[0],
+            columns=[(cat, name, arr.dtype.str, arr.shape) for cat, name, arr in columns],
+        )
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which reads this part itself
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        conn.close()
+        return
+    conn.send(("ok", head))
+    while columns:
+        _, _, arr = columns.pop(0)
+        if arr.size:
+            conn.send_bytes(np.ascontiguousarray(arr))
+        del arr
+    conn.close()
 
 
 def _runs(container: Container) -> Iterator[list[msgspec.Raw]]:
@@ -470,6 +665,7 @@ class _ChunkState:
         neg = negative & (codes != _SKIP)
         if neg.any():
             self.counts["!negative duration"] = self.counts.get("!negative duration", 0) + int(neg.sum())
+        names = self._intern_in_event_order(evs, codes)
         for c in np.unique(codes).tolist():
             if c == _SKIP:
                 continue
@@ -485,7 +681,44 @@ class _ChunkState:
             elif c == _MEM:
                 self._memory(sub, t)
             else:
-                self._timed(c, sub, t, d)
+                self._timed(c, sub, t, d, names[idx])
+
+    def _intern_in_event_order(self, evs: list[Any], codes: np.ndarray) -> np.ndarray:
+        """String codes of the timed events' names (-1 elsewhere), after interning their names,
+        then the collective texts of their ops and kernels, in the order the events come: so
+        a string's code does not depend on how the file was cut into runs or split between
+        processes (reports break ties between equal times by these codes)."""
+        n = len(evs)
+        names = np.full(n, -1, dtype=np.int32)
+        rows = np.flatnonzero(_TIMED[codes])
+        if not len(rows):
+            return names
+        kept = [evs[i] for i in rows.tolist()]
+        values = [e.name for e in kept]
+        if not all(map(str.__instancecheck__, values)):
+            values = [_str(v) for v in values]
+        # events with collective texts: each one's texts right after its name
+        texts: list[tuple[int, Any]] = []
+        kinds = codes[rows]
+        comm = np.flatnonzero((kinds == _OP) | (kinds == _KERNEL))
+        if len(comm):
+            args = [kept[i].args for i in comm.tolist()]
+            args = [_args(a) for a in args] if self.loose else [a if a is not None else _NO_ARGS for a in args]
+            coll, pg = [a.coll_name for a in args], [a.pg_name for a in args]
+            if coll.count(None) != len(args) or pg.count(None) != len(args):
+                texts = [(int(comm[k]), args[k]) for k in range(len(args)) if coll[k] is not None or pg[k] is not None]
+        strings = self.strings
+        got = np.empty(len(kept), dtype=np.int32)
+        done = 0
+        for k, a in texts:
+            got[done:k + 1] = strings.intern_many(values[done:k + 1])
+            done = k + 1
+            for v in comm_texts(a):
+                if v is not None:
+                    strings.intern(v)
+        got[done:] = strings.intern_many(values[done:])
+        names[rows] = got
+        return names
 
     def _categories(self, evs: list[Any]) -> np.ndarray:
         """Category code per event, and counts of what is skipped (flows, unknown categories)."""
@@ -583,11 +816,7 @@ class _ChunkState:
             device=_ints([a.device_id for a in args]),
         )
 
-    def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray) -> None:
-        names = [e.name for e in sub]
-        if not all(map(str.__instancecheck__, names)):
-            names = [_str(v) for v in names]
-        names = self.strings.intern_many(names)
+    def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray, names: np.ndarray) -> None:
         if self.loose:
             args = [_args(e.args) for e in sub]
         else:

@@ -42,6 +42,11 @@ class CommArgs(msgspec.Struct, gc=False):
     comms_id: Any = msgspec.field(name="Comms Id", default=None)
 
 
+#: the columns holding string codes
+TEXT_COLUMNS = frozenset({"collective", "dtype", "in_split", "out_split", "pg_name", "pg_desc", "pg_ranks",
+                          "comms_id"})
+
+
 def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
                  tid: np.ndarray, strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
     """Columns of the events among ``args`` that carry collective arguments (None: none do).
@@ -55,8 +60,7 @@ def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray,
     idx = np.asarray(keep, dtype=np.int64)
 
     def text(values: list[Any]) -> np.ndarray:
-        return np.asarray(strings.intern_many([None if v is None else (v if isinstance(v, str) else _json(v))
-                                               for v in values]), dtype=np.int32)
+        return np.asarray(strings.intern_many([_text(v) for v in values]), dtype=np.int32)
 
     return dict(
         kind=np.full(len(keep), KERNEL if is_kernel else OP, dtype=np.int8),
@@ -74,6 +78,17 @@ def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray,
         dst_rank=ints([a.dst_rank for a in sub]), seq=ints([a.comm_seq for a in sub]),
         comms_id=text([a.comms_id for a in sub]),
     )
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else (v if isinstance(v, str) else _json(v))
+
+
+def comm_texts(a: Any) -> tuple[str | None, ...]:
+    """The string columns' values of one event's args, in the order of :data:`TEXT_COLUMNS`'s
+    columns in :func:`comm_columns` (so a reader can intern them event by event)."""
+    return tuple(map(_text, (a.coll_name, a.coll_dtype, a.in_split, a.out_split, a.pg_name, a.pg_desc,
+                             a.pg_ranks, a.comms_id)))
 
 
 def build_comms(cols: dict[str, np.ndarray]) -> Comms:

@@ -1,0 +1,170 @@
+"""Large plain Kineto files are read by two processes (ingest/kineto.py ``_split_at``): this
+one up to an event near the middle, a forked helper from there. The trace must be the one a
+single reader builds, column for column and string code for string code, whatever the split
+point and however the file is cut into runs; a split point that is not an event's start, or
+a helper that cannot read its part, must fall back to reading here."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kineto_builder import KinetoBuilder
+from traceclass.errors import TraceFormatError
+from traceclass.ingest import jsonstream, kineto, load
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "sample_traces"
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="split reading is Linux-only (fork)")
+
+
+def _flat(obj, out, key=""):
+    """Every array and value of a trace, by path, to compare two traces whole."""
+    if isinstance(obj, np.ndarray):
+        out[key] = (str(obj.dtype), obj.shape, obj.tobytes() if obj.dtype != object else repr(obj.tolist()))
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _flat(getattr(obj, f.name), out, f"{key}.{f.name}")
+    elif hasattr(obj, "_values"):  # string and inputs tables
+        out[key] = repr(list(obj._values))
+    elif isinstance(obj, frozenset):
+        out[key] = sorted(obj)
+    else:
+        out[key] = repr(obj)
+    return out
+
+
+_HELPER_INIT = kineto._Helper.__init__
+
+
+def _state(path, monkeypatch, split: bool):
+    helpers = []
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0 if split else 1 << 62)
+
+    def counted(self, *a):
+        helpers.append(a[1])
+        _HELPER_INIT(self, *a)
+
+    monkeypatch.setattr(kineto._Helper, "__init__", counted)
+    t = load(str(path))
+    flat = _flat(t, {})
+    flat = {k: v for k, v in flat.items() if not k.startswith(".source")}
+    return flat, helpers
+
+
+def _plain(tmp_path, sample: str) -> Path:
+    out = tmp_path / sample.replace(".gz", "")
+    with gzip.open(SAMPLES / sample, "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@pytest.mark.parametrize("sample", ["torch_ddp-nccl-train_a100.json.gz", "torch_cpu_transformer_block.json.gz",
+                                    "torch_minitoy-train_mi250.json.gz", "torch_cuda-event-sync_a100.json.gz"])
+def test_two_processes_build_the_trace_one_builds(tmp_path, monkeypatch, sample) -> None:
+    path = _plain(tmp_path, sample)
+    one, none = _state(path, monkeypatch, split=False)
+    two, helpers = _state(path, monkeypatch, split=True)
+    assert none == [] and len(helpers) == 1
+    assert 0 < helpers[0] < path.stat().st_size
+    assert two == one
+
+
+def _collective_trace(tmp_path) -> Path:
+    # collectives (ops and kernels with process-group texts) between ops with new names, so
+    # string codes depend on the order texts and names are interned in
+    b = KinetoBuilder()
+    for i in range(300):
+        ext = b.op(f"aten::op_{i}", 1_000 * i, 500)
+        if i % 7 == 3:
+            b.events[-1]["args"].update({"Collective name": f"allreduce_{i % 3}", "Process Group Name": str(i % 2),
+                                         "Process Group Ranks": [0, 1], "dtype": "Float", "In msg nelems": i})
+            b.launch(ext, f"ncclKernel_{i}", cpu_ts=1_000 * i + 10, gpu_ts=1_000 * i + 50, gpu_dur=100)
+            b.events[-1]["args"].update({"Collective name": f"allreduce_{i % 3}", "Process Group Name": str(i % 2)})
+        elif i % 5 == 0:
+            b.launch(ext, f"kernel_{i}", cpu_ts=1_000 * i + 10, gpu_ts=1_000 * i + 50, gpu_dur=100)
+    return b.write(tmp_path / "coll.json")
+
+
+def test_string_codes_do_not_depend_on_runs_or_the_split(tmp_path, monkeypatch) -> None:
+    path = _collective_trace(tmp_path)
+    one, _ = _state(path, monkeypatch, split=False)
+    assert "allreduce_1" in one[".strings"] and len(one) > 10
+    for run in (300, 2_000, 9_000):
+        monkeypatch.setattr(jsonstream, "BLOCK", 4_096)
+        monkeypatch.setattr(jsonstream, "RUN", run)
+        cut, _ = _state(path, monkeypatch, split=False)
+        assert cut == one, run
+        two, helpers = _state(path, monkeypatch, split=True)
+        assert len(helpers) == 1 and two == one, run
+
+
+@pytest.mark.parametrize("block", [None, 4_096])
+def test_a_split_point_inside_an_event_falls_back_to_one_reader(tmp_path, monkeypatch, block) -> None:
+    # the middle of the file is one event's args: a list of objects, whose "}, {" looks like
+    # the boundary between two events
+    b = KinetoBuilder()
+    for i in range(100):
+        b.op(f"aten::before_{i}", i * 100, 10)
+    b.op("aten::middle", 40_000, 10)
+    b.events[-1]["args"]["Nested"] = [{"k": i} for i in range(20_000)]
+    for i in range(100):
+        b.op(f"aten::after_{i}", 50_000 + i * 100, 10)
+    path = b.write(tmp_path / "odd.json")
+    one, _ = _state(path, monkeypatch, split=False)
+    restarts = []
+    real = kineto.read_kineto
+
+    def read(*a, **k):
+        restarts.append(k.get("split", True))
+        return real(*a, **k)
+
+    monkeypatch.setattr(kineto, "read_kineto", read)
+    if block:  # the part before the split point is read in runs: found out at its end
+        monkeypatch.setattr(jsonstream, "BLOCK", block)
+        monkeypatch.setattr(jsonstream, "RUN", block)
+    two, helpers = _state(path, monkeypatch, split=True)
+    if block:
+        assert len(helpers) == 1 and restarts == [True, False]  # started, stopped, read again here alone
+    else:
+        assert helpers == [] and restarts == [True]  # found in the first block: never started
+    assert two == one
+    assert "aten::after_99" in one[".strings"]
+
+
+def test_a_bad_event_after_the_split_is_reported_as_one_reader_reports_it(tmp_path, monkeypatch) -> None:
+    b = KinetoBuilder()
+    for i in range(400):
+        b.op(f"aten::op_{i}", 1_000 * i, 500)
+    text = json.dumps(b.to_dict())
+    cut = text.index('"aten::op_350"')
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(text[:cut].encode() + b'"aten::\xff\xfe op"' + text[cut + len('"aten::op_350"'):].encode()
+                    .replace(b'"aten::op_351", "pid"', b'"aten::op_351", "pid": }'))
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 1 << 62)
+    with pytest.raises(TraceFormatError) as single:
+        load(str(bad))
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0)
+    with pytest.raises(TraceFormatError) as split:
+        load(str(bad))
+    assert str(split.value) == str(single.value)
+
+
+def test_gzip_files_and_the_switch_keep_one_reader(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0)
+    path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
+    _, helpers = _state(SAMPLES / "torch_cpu_tiny_ops_loop.json.gz", monkeypatch, split=True)
+    assert helpers == []
+    monkeypatch.setenv(kineto.SPLIT_ENV, "0")
+    _, helpers = _state(path, monkeypatch, split=True)
+    assert helpers == []
+    monkeypatch.delenv(kineto.SPLIT_ENV)
+    _, helpers = _state(path, monkeypatch, split=True)
+    assert len(helpers) == 1
