@@ -47,6 +47,7 @@ _HELPER_INIT = kineto._Helper.__init__
 def _state(path, monkeypatch, split: bool):
     helpers = []
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0 if split else 1 << 62)
+    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: {0, 1})  # as on a 2-core machine
 
     def counted(self, *a):
         helpers.append(a[1])
@@ -168,3 +169,14 @@ def test_gzip_files_and_the_switch_keep_one_reader(tmp_path, monkeypatch) -> Non
     monkeypatch.delenv(kineto.SPLIT_ENV)
     _, helpers = _state(path, monkeypatch, split=True)
     assert len(helpers) == 1
+
+
+def test_one_free_core_keeps_one_reader(tmp_path, monkeypatch) -> None:
+    path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
+    one, _ = _state(path, monkeypatch, split=False)
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0)
+    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: {3})
+    helpers = []
+    monkeypatch.setattr(kineto._Helper, "__init__", lambda self, *a: helpers.append(a))
+    t = load(str(path))
+    assert helpers == [] and _flat(t, {})[".ops.start_ns"] == one[".ops.start_ns"]
