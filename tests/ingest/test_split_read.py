@@ -180,3 +180,33 @@ def test_one_free_core_keeps_one_reader(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(kineto._Helper, "__init__", lambda self, *a: helpers.append(a))
     t = load(str(path))
     assert helpers == [] and _flat(t, {})[".ops.start_ns"] == one[".ops.start_ns"]
+
+
+_POOL_CHILD = """
+import concurrent.futures as cf, multiprocessing as mp, sys
+from traceclass.ingest import kineto, load
+
+def read(path):
+    kineto.SPLIT_ABOVE = 0
+    started = []
+    real = kineto._Helper.__init__
+    kineto._Helper.__init__ = lambda self, *a: (started.append(1), real(self, *a))[1]
+    return len(load(path).ops), len(started)
+
+if __name__ == "__main__":
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        print(*pool.submit(read, sys.argv[1]).result())
+"""
+
+
+def test_a_pool_worker_reads_alone(tmp_path) -> None:
+    # the cluster engine's workers already use the cores (and Dask's are daemons, which may
+    # not start processes): a file read in one is not split
+    import subprocess
+
+    path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_CHILD)
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True)
+    ops, started = out.stdout.split()
+    assert int(ops) > 0 and started == "0"

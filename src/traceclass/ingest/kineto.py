@@ -257,7 +257,10 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             at = None
         else:
             top = container.top
-            helper = _Helper(path, at, bool(state.exact_ts))
+            try:
+                helper = _Helper(path, at, bool(state.exact_ts))
+            except (OSError, AssertionError, ValueError):  # no process to be had: read it all here
+                return read_kineto(path, data_size, stream_container(path), progress, split=False)
     if container.rest is not None:  # later blocks decoded straight from their text
         container.decode_run = lambda text: _decode_chunk(state, text)
     try:
@@ -431,6 +434,9 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> int | No
         return None  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
     if len(os.sched_getaffinity(0)) < 2 or state.exact_ts is None or state.loose:
         return None
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and (mp.parent_process() is not None or mp.current_process().daemon):
+        return None  # a worker of a pool (the cluster engine's, Dask's): its siblings use the cores
     try:
         size = os.stat(path).st_size
         with open(path, "rb") as fh:
