@@ -103,13 +103,12 @@ def test_unreadable_settings_leave_numpy_alone(tmp_path) -> None:
 
 _FAULTS_CHILD = """
 import resource, sys
-import traceclass
 from traceclass.heap import steady_heap_thresholds
 print(steady_heap_thresholds() if sys.argv[1] == "1" else "-")
-traceclass.load(sys.argv[2])  # imports and first allocations out of the count
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(3):
-    traceclass.load(sys.argv[2])
+for i in range(40):  # buffers of 1-12 MB, each freed before the next, as streamed runs are
+    block = bytearray((1 + i % 12) << 20)
+    del block
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
@@ -121,19 +120,18 @@ def _glibc() -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's mallopt")
-def test_steady_heap_thresholds_halve_the_page_faults_of_reading(monkeypatch) -> None:
-    # the DDP sample read three times: 11,898 minor faults with glibc's sliding thresholds,
-    # 6,725 with the fixed ones (glibc 2.36, numpy 2)
+def test_steady_heap_thresholds_stop_buffers_faulting_in_again(monkeypatch) -> None:
+    # glibc's sliding thresholds map a buffer above the current threshold afresh and trim the
+    # heap top behind smaller ones: 23,051 minor faults here (glibc 2.36); with the fixed
+    # thresholds the heap keeps its pages and reuses them: 3,071
     for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         monkeypatch.delenv(k, raising=False)
-    sample = str(SAMPLES / "torch_ddp-nccl-train_a100.json.gz")
     runs = {}
     for mode in ("0", "1"):
-        out = subprocess.run([sys.executable, "-c", _FAULTS_CHILD, mode, sample],
-                             capture_output=True, text=True, check=True).stdout.split()
-        runs[mode] = out
+        runs[mode] = subprocess.run([sys.executable, "-c", _FAULTS_CHILD, mode],
+                                    capture_output=True, text=True, check=True).stdout.split()
     assert runs["1"][0] == "True"
-    assert int(runs["1"][1]) < 0.8 * int(runs["0"][1]), runs
+    assert int(runs["1"][1]) < 0.3 * int(runs["0"][1]), runs
 
 
 def test_the_users_malloc_settings_win(monkeypatch) -> None:

@@ -5,7 +5,9 @@ Facts about the format are in ``shared/reference/kineto-trace.md``. The file arr
 typed structs (only the fields we use), turns them into column arrays per category, and drops
 the structs before the next run, so peak memory is the columns plus one block and one run.
 Raw event slices (a file read whole, or a run the typed decoder refused) are decoded in chunks
-of :data:`CHUNK_EVENTS`, with the forgiving repairs.
+of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large plain file is read by two
+processes, each from its half (:func:`_split_at`); strings are interned in event order, so
+the trace does not depend on where runs or the split fall.
 """
 
 from __future__ import annotations
