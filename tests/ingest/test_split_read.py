@@ -44,10 +44,14 @@ def _flat(obj, out, key=""):
 _HELPER_INIT = kineto._Helper.__init__
 
 
-def _state(path, monkeypatch, split: bool):
+def _state(path, monkeypatch, split: bool, lone: bool = True):
     helpers = []
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0 if split else 1 << 62)
     monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: {0, 1})  # as on a 2-core machine
+    if lone:  # as in the command: no other thread (an earlier test's may linger in this process)
+        import threading
+
+        monkeypatch.setattr(threading, "active_count", lambda: 1)
 
     def counted(self, *a):
         helpers.append(a[1])
@@ -210,3 +214,41 @@ def test_a_pool_worker_reads_alone(tmp_path) -> None:
     out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True)
     ops, started = out.stdout.split()
     assert int(ops) > 0 and started == "0"
+
+
+def test_no_split_beside_other_threads(tmp_path, monkeypatch) -> None:
+    # a fork copies locks other threads may hold (a notebook's output streams): not split there
+    import threading
+
+    path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        _, helpers = _state(path, monkeypatch, split=True, lone=False)
+    finally:
+        stop.set()
+        thread.join()
+    assert helpers == []
+
+
+def _exit_at_once(path, at, exact_ts, conn):
+    import os
+
+    os._exit(3)
+
+
+def _hang(path, at, exact_ts, conn):
+    import time
+
+    time.sleep(60)
+
+
+@pytest.mark.parametrize("helper", [_exit_at_once, _hang])
+def test_a_helper_that_dies_or_hangs_leaves_its_part_to_this_process(tmp_path, monkeypatch, helper) -> None:
+    path = _plain(tmp_path, "torch_ddp-nccl-train_a100.json.gz")
+    one, _ = _state(path, monkeypatch, split=False)
+    monkeypatch.setattr(kineto, "_help", helper)
+    monkeypatch.setattr(kineto, "HELPER_PATIENCE_S", 0.5)
+    two, helpers = _state(path, monkeypatch, split=True)
+    assert len(helpers) == 1 and two == one

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Callable, Iterator, Optional
@@ -265,6 +266,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
                 return read_kineto(path, data_size, stream_container(path), progress, split=False)
     if container.rest is not None:  # later blocks decoded straight from their text
         container.decode_run = lambda text: _decode_chunk(state, text)
+    began = time.monotonic()
     try:
         utf8_fixed = _consume(state, container, path, _runs(container), parsed)
     except (NotABoundary, StreamUnsupported):
@@ -278,7 +280,8 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         raise
     if helper is not None:
         with stage("read helper join"):
-            part = helper.result()
+            # a helper still reading long after this half took its time is stuck: read it here
+            part = helper.result(patience=HELPER_PATIENCE_S + 3 * (time.monotonic() - began))
         if part is None:  # the helper met something it cannot read: read that part here
             rest = Container(top=top, events=[], bare=False)
             rest.decode_run = container.decode_run
@@ -424,6 +427,9 @@ SPLIT_ABOVE = 64 << 20
 #: holds the other half would raise the peak the streaming read keeps bounded (issue 16's
 #: 10 GB case), so larger files are read here alone
 SPLIT_BELOW = 2 << 30
+#: seconds a helper may take beyond three times this process's half before its part is read
+#: here instead (it is stuck)
+HELPER_PATIENCE_S = 30.0
 #: set to 0 to read every file in this process
 SPLIT_ENV = "TRACECLASS_SPLIT_READ"
 
@@ -439,6 +445,9 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> int | No
     mp = sys.modules.get("multiprocessing")
     if mp is not None and (mp.parent_process() is not None or mp.current_process().daemon):
         return None  # a worker of a pool (the cluster engine's, Dask's): its siblings use the cores
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return None  # a fork copies locks other threads may hold (a notebook's output streams)
     try:
         size = os.stat(path).st_size
         with open(path, "rb") as fh:
@@ -496,9 +505,14 @@ class _Helper:
         self.proc.start()
         child.close()
 
-    def result(self) -> _Part | None:
-        """Its part, or None when it failed (the caller reads that part itself)."""
+    def result(self, patience: float = 600.0) -> _Part | None:
+        """Its part, or None when it failed, died or has not answered in ``patience`` seconds
+        (the caller reads that part itself)."""
+        deadline = time.monotonic() + patience
         try:
+            while not self.conn.poll(0.05):
+                if not self.proc.is_alive() or time.monotonic() > deadline:
+                    return None
             status, head = self.conn.recv()
             if status != "ok":
                 return None
