@@ -44,10 +44,10 @@ def _flat(obj, out, key=""):
 _HELPER_INIT = kineto._Helper.__init__
 
 
-def _state(path, monkeypatch, split: bool, lone: bool = True):
+def _state(path, monkeypatch, split: bool, lone: bool = True, cores: int = 2):
     helpers = []
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0 if split else 1 << 62)
-    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: {0, 1})  # as on a 2-core machine
+    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: set(range(cores)))  # as on a 2-core machine
     if lone:  # as in the command: no other thread (an earlier test's may linger in this process)
         import threading
 
@@ -232,13 +232,13 @@ def test_no_split_beside_other_threads(tmp_path, monkeypatch) -> None:
     assert helpers == []
 
 
-def _exit_at_once(path, at, exact_ts, conn):
+def _exit_at_once(*args):
     import os
 
     os._exit(3)
 
 
-def _hang(path, at, exact_ts, conn):
+def _hang(*args):
     import time
 
     time.sleep(60)
@@ -252,3 +252,41 @@ def test_a_helper_that_dies_or_hangs_leaves_its_part_to_this_process(tmp_path, m
     monkeypatch.setattr(kineto, "HELPER_PATIENCE_S", 0.5)
     two, helpers = _state(path, monkeypatch, split=True)
     assert len(helpers) == 1 and two == one
+
+
+@pytest.mark.parametrize("cores", [3, 4, 8])
+def test_one_part_per_core(tmp_path, monkeypatch, cores) -> None:
+    path = _plain(tmp_path, "torch_ddp-nccl-train_a100.json.gz")
+    one, _ = _state(path, monkeypatch, split=False)
+    many, helpers = _state(path, monkeypatch, split=True, cores=cores)
+    assert len(helpers) == cores - 1 and helpers == sorted(helpers)
+    assert many == one
+
+
+def test_a_middle_helper_that_fails_leaves_the_rest_to_this_process(tmp_path, monkeypatch) -> None:
+    # the second of three helpers dies: its part and the third's are read here, the first's kept
+    path = _plain(tmp_path, "torch_ddp-nccl-train_a100.json.gz")
+    one, _ = _state(path, monkeypatch, split=False)
+    real, size = kineto._help, path.stat().st_size
+
+    def second_dies(path, at, stop, exact_ts, conn):
+        if 0.4 * size < at < 0.6 * size:  # the parts start near 1/4, 1/2 and 3/4 of the file
+            import os
+
+            os._exit(3)
+        real(path, at, stop, exact_ts, conn)
+
+    monkeypatch.setattr(kineto, "_help", second_dies)
+    reads = []
+    real_from = kineto.stream_from
+    monkeypatch.setattr(kineto, "stream_from", lambda path, at, *a, **k: reads.append(at) or real_from(path, at, *a, **k))
+    many, helpers = _state(path, monkeypatch, split=True, cores=4)
+    assert len(helpers) == 3 and reads == [helpers[1]]  # read here from the second helper's start
+    assert many == one
+
+
+def test_collective_strings_split_four_ways(tmp_path, monkeypatch) -> None:
+    path = _collective_trace(tmp_path)
+    one, _ = _state(path, monkeypatch, split=False)
+    many, helpers = _state(path, monkeypatch, split=True, cores=4)
+    assert len(helpers) == 3 and many == one

@@ -234,38 +234,38 @@ class NotABoundary(Exception):
     """A split point turned out not to start an event: the part before it ends mid-event."""
 
 
-def split_point(path: str, lo: int, hi: int) -> int | None:
-    """A byte offset between ``lo`` and ``hi`` of a plain file that looks like the start of an
-    event (the ``{`` after ``}`` and a comma), near the middle; None when there is none. Only a
-    guess: the part before it is read up to it and must end with a whole event
-    (:class:`NotABoundary` otherwise), and the part after it must decode as events."""
-    mid = (lo + hi) // 2
+def split_point(path: str, at: int, hi: int) -> int | None:
+    """A byte offset from ``at`` (before ``hi``) of a plain file that looks like the start of an
+    event (the ``{`` after ``}`` and a comma); None when the next MB has none. Only a guess:
+    the part before it is read up to it and must end with a whole event (:class:`NotABoundary`
+    otherwise), and the part after it must decode as events."""
     with open(path, "rb") as fh:
-        fh.seek(mid)
-        window = fh.read(min(1 << 20, max(hi - mid, 0)))
+        fh.seek(at)
+        window = fh.read(min(1 << 20, max(hi - at, 0)))
     for m in _SPLIT.finditer(window):
-        at = mid + m.start(1)
-        if at < hi:
-            return at
+        found = at + m.start(1)
+        if found < hi:
+            return found
     return None
 
 
 _SPLIT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*\"")
 
 
-def stream_from(path: str, start: int, container: Container, block: int | None = None
-                ) -> Iterator[list[msgspec.Raw]]:
+def stream_from(path: str, start: int, container: Container, block: int | None = None,
+                stop: int | None = None) -> Iterator[list[msgspec.Raw]]:
     """Runs of the events from byte ``start`` of a plain file (where an event starts) to the
-    end of the events array; the keys after the array go into ``container.top``."""
+    end of the events array, the keys after it going into ``container.top``; or to ``stop``,
+    where another event must start (:class:`NotABoundary` otherwise)."""
     block = BLOCK if block is None else block
 
     def counted(piece: bytes) -> bytes:
         container.size += len(piece)
         return piece
 
-    blocks = map(counted, _blocks(path, block, start))
+    blocks = map(counted, _blocks(path, block, start, stop))
     first = next(blocks, b"")
-    return _events(path, first, 0, blocks, container, base=start)
+    return _events(path, first, 0, blocks, container, split_end=stop is not None, base=start)
 
 
 def _events(path: str, buf: bytes, pos: int, blocks: Iterator[bytes], container: Container,

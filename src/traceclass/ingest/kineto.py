@@ -6,8 +6,8 @@ typed structs (only the fields we use), turns them into column arrays per catego
 the structs before the next run, so peak memory is the columns plus one block and one run.
 Raw event slices (a file read whole, or a run the typed decoder refused) are decoded in chunks
 of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large plain file is read by two
-processes, each from its half (:func:`_split_at`); strings are interned in event order, so
-the trace does not depend on where runs or the split fall.
+processes, one part each (:func:`_split_at`); strings are interned in event order, so the
+trace does not depend on where runs or split points fall.
 """
 
 from __future__ import annotations
@@ -228,10 +228,10 @@ class _Columns:
 
 def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None,
                 split: bool = True) -> Trace:
-    """The trace in ``container``. A large plain file is read by two processes where the
-    machine has the cores (:func:`_split_at`): this one up to an event near the middle, a
-    forked helper from there on, its columns then appended to ours; ``split=False`` reads it
-    all here."""
+    """The trace in ``container``. A large plain file is read in parts by several processes
+    where the machine has the cores (:func:`_split_at`): this one up to the first split point,
+    a forked helper from each split point to the next, their columns then appended to ours in
+    file order; ``split=False`` reads it all here."""
     top = container.top
     strings = StringTable()
     inputs = InputsTable()
@@ -251,18 +251,21 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         if progress is not None:
             progress("parsing", lo, n_total)
 
-    at = _split_at(path, container, state) if split else None
-    helper = None
-    if at is not None:
+    points = _split_at(path, container, state) if split else []
+    helpers: list[_Helper] = []
+    if points:
         try:
-            container = stream_container(path, stop=at)
+            container = stream_container(path, stop=points[0])
         except (StreamUnsupported, NotABoundary):  # found in the first block: read it all here
-            at = None
+            points = []
         else:
             top = container.top
             try:
-                helper = _Helper(path, at, bool(state.exact_ts))
+                for k, at in enumerate(points):
+                    helpers.append(_Helper(path, at, points[k + 1] if k + 1 < len(points) else None,
+                                           bool(state.exact_ts)))
             except (OSError, AssertionError, ValueError):  # no process to be had: read it all here
+                _stop(helpers)
                 return read_kineto(path, data_size, stream_container(path), progress, split=False)
     if container.rest is not None:  # later blocks decoded straight from their text
         container.decode_run = lambda text: _decode_chunk(state, text)
@@ -270,28 +273,28 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     try:
         utf8_fixed = _consume(state, container, path, _runs(container), parsed)
     except (NotABoundary, StreamUnsupported):
-        if helper is None:
+        if not helpers:
             raise
-        helper.stop()  # the guess was not an event's start, or the part before it is damaged
+        _stop(helpers)  # the guess was not an event's start, or the part before it is damaged
         return read_kineto(path, data_size, stream_container(path), progress, split=False)
     except BaseException:
-        if helper is not None:
-            helper.stop()
+        _stop(helpers)
         raise
-    if helper is not None:
+    for k, helper in enumerate(helpers):
         with stage("read helper join"):
-            # a helper still reading long after this half took its time is stuck: read it here
+            # a helper still reading long after this part took its time is stuck: read it here
             part = helper.result(patience=HELPER_PATIENCE_S + 3 * (time.monotonic() - began))
-        if part is None:  # the helper met something it cannot read: read that part here
+        if part is None:  # the helper met something it cannot read: read from its start on here
+            _stop(helpers[k + 1:])
             rest = Container(top=top, events=[], bare=False)
             rest.decode_run = container.decode_run
-            utf8_fixed += _consume(state, rest, path, stream_from(path, at, rest), parsed)
+            utf8_fixed += _consume(state, rest, path, stream_from(path, points[k], rest), parsed)
             container.size += rest.size
-        else:
-            utf8_fixed += part.append_to(state)
-            top.update(part.top)
-            container.size += part.size
-            parsed(part.events)
+            break
+        utf8_fixed += part.append_to(state)
+        top.update(part.top)
+        container.size += part.size
+        parsed(part.events)
     data_size = container.size or data_size
 
     ops = _build_ops(cols.get(_OP))
@@ -419,14 +422,16 @@ def _consume(state: "_ChunkState", container: Container, path: str, runs: Iterat
     return utf8_fixed
 
 
-#: Plain files from this size up are read by two processes where two cores are free: at
-#: 64 MB a sequential read takes ~0.7 s on this project's VM, the fork and the hand-over
-#: ~0.05 s
+#: Plain files from this size up are read in parts by several processes where cores are
+#: free (one part per core, each at least half this size): at 64 MB a sequential read takes
+#: ~0.7 s on this project's VM, a fork and a hand-over ~0.05 s
 SPLIT_ABOVE = 64 << 20
-#: ... and up to this size: above it a helper holding half the columns while this process
-#: holds the other half would raise the peak the streaming read keeps bounded (issue 16's
-#: 10 GB case), so larger files are read here alone
+#: ... and up to this size: above it helpers holding their parts' columns while this process
+#: holds its own would raise the peak the streaming read keeps bounded (issue 16's 10 GB
+#: case), so larger files are read here alone
 SPLIT_BELOW = 2 << 30
+#: at most this many processes read one file
+SPLIT_PARTS = 8
 #: seconds a helper may take beyond three times this process's half before its part is read
 #: here instead (it is stuck)
 HELPER_PATIENCE_S = 30.0
@@ -434,30 +439,39 @@ HELPER_PATIENCE_S = 30.0
 SPLIT_ENV = "TRACECLASS_SPLIT_READ"
 
 
-def _split_at(path: str, container: Container, state: "_ChunkState") -> int | None:
-    """Where a helper process should start reading, or None to read the file here alone."""
+def _split_at(path: str, container: Container, state: "_ChunkState") -> list[int]:
+    """Where helper processes should start reading (ascending byte offsets, one per helper),
+    or [] to read the file here alone: one part per free core, up to :data:`SPLIT_PARTS`,
+    each at least half of :data:`SPLIT_ABOVE`."""
     if os.environ.get(SPLIT_ENV, "1") == "0" or container.rest is None or container.bare:
-        return None
+        return []
     if not sys.platform.startswith("linux"):
-        return None  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
-    if len(os.sched_getaffinity(0)) < 2 or state.exact_ts is None or state.loose:
-        return None
+        return []  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2 or state.exact_ts is None or state.loose:
+        return []
     mp = sys.modules.get("multiprocessing")
     if mp is not None and (mp.parent_process() is not None or mp.current_process().daemon):
-        return None  # a worker of a pool (the cluster engine's, Dask's): its siblings use the cores
+        return []  # a worker of a pool (the cluster engine's, Dask's): its siblings use the cores
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
-        return None  # a fork copies locks other threads may hold (a notebook's output streams)
+        return []  # a fork copies locks other threads may hold (a notebook's output streams)
     try:
         size = os.stat(path).st_size
         with open(path, "rb") as fh:
             if fh.read(2) == GZIP_MAGIC:
-                return None  # a gzip stream cannot be entered in the middle
+                return []  # a gzip stream cannot be entered in the middle
     except OSError:
-        return None
+        return []
     if not SPLIT_ABOVE <= size < SPLIT_BELOW:
-        return None
-    return split_point(path, 0, size)
+        return []
+    parts = max(2, min(cores, SPLIT_PARTS, size // max(SPLIT_ABOVE // 2, 1)))
+    points: list[int] = []
+    for k in range(1, parts):
+        at = split_point(path, max(k * size // parts, points[-1] + 1 if points else 0), size)
+        if at is not None and (not points or at > points[-1]):
+            points.append(at)
+    return points
 
 
 class _Part:
@@ -493,15 +507,21 @@ class _Part:
         return int(h["utf8_fixed"])
 
 
-class _Helper:
-    """A forked process reading a plain file from byte ``at`` (an event's start) to the end."""
+def _stop(helpers: list["_Helper"]) -> None:
+    for helper in helpers:
+        helper.stop()
 
-    def __init__(self, path: str, at: int, exact_ts: bool) -> None:
+
+class _Helper:
+    """A forked process reading a plain file from byte ``at`` (an event's start) to ``stop``
+    (the next helper's start) or the end."""
+
+    def __init__(self, path: str, at: int, stop: int | None, exact_ts: bool) -> None:
         import multiprocessing  # only when a file is split: ~10 ms of imports
 
         ctx = multiprocessing.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_help, args=(path, at, exact_ts, child), daemon=True)
+        self.proc = ctx.Process(target=_help, args=(path, at, stop, exact_ts, child), daemon=True)
         self.proc.start()
         child.close()
 
@@ -535,8 +555,8 @@ class _Helper:
         self.conn.close()
 
 
-def _help(path: str, at: int, exact_ts: bool, conn: Any) -> None:
-    """The helper's work: read from ``at``, send the head then each column's bytes."""
+def _help(path: str, at: int, stop: int | None, exact_ts: bool, conn: Any) -> None:
+    """The helper's work: read from ``at`` to ``stop``, send the head then each column's bytes."""
     try:
         with stage("read helper"):
             state = _ChunkState(StringTable(), InputsTable(), _Columns(), {}, {}, [])
@@ -549,7 +569,7 @@ def _help(path: str, at: int, exact_ts: bool, conn: Any) -> None:
             def parsed(k: int) -> None:
                 n[0] += k
 
-            utf8_fixed = _consume(state, container, path, stream_from(path, at, container), parsed)
+            utf8_fixed = _consume(state, container, path, stream_from(path, at, container, stop=stop), parsed)
             columns = []
             for cat in list(state.cols.parts):
                 columns += [(cat, name, arr) for name, arr in state.cols.get(cat).items()]
