@@ -66,7 +66,7 @@ def test_local_worker_sizing(tmp_path, monkeypatch):
     assert engine.estimated_rss_mb(files[0]) == pytest.approx(engine.RSS_BASE_MB + engine.RSS_PER_TRACE_MB * 10)
     assert engine.local_workers(files, jobs=3) == 3 and engine.local_workers(files[:2], jobs=8) == 2
     monkeypatch.setattr(engine, "available_memory_mb", lambda: 150.0)
-    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
+    monkeypatch.setattr(engine, "usable_cores", lambda: 16)
     assert engine.local_workers(files) == 2  # 150 MB // 70 MB
 
 

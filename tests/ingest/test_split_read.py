@@ -47,7 +47,7 @@ _HELPER_INIT = kineto._Helper.__init__
 def _state(path, monkeypatch, split: bool, lone: bool = True, cores: int = 2):
     helpers = []
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0 if split else 1 << 62)
-    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: set(range(cores)))  # as on a 2-core machine
+    monkeypatch.setattr(kineto, "usable_cores", lambda: cores)  # as on a machine with that many
     if lone:  # as in the command: no other thread (an earlier test's may linger in this process)
         import threading
 
@@ -179,7 +179,7 @@ def test_one_free_core_keeps_one_reader(tmp_path, monkeypatch) -> None:
     path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
     one, _ = _state(path, monkeypatch, split=False)
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0)
-    monkeypatch.setattr(kineto.os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(kineto, "usable_cores", lambda: 1)
     helpers = []
     monkeypatch.setattr(kineto._Helper, "__init__", lambda self, *a: helpers.append(a))
     t = load(str(path))

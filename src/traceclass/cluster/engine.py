@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from traceclass.cores import usable_cores
 from traceclass.errors import TraceclassError, TraceFormatError
 from traceclass import units
 
@@ -176,7 +177,7 @@ def available_memory_mb() -> float | None:
 def local_workers(paths: Sequence[str], jobs: int | None = None) -> int:
     if jobs:
         return max(1, min(jobs, len(paths)))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     n = min(cores, len(paths))
     avail = available_memory_mb()
     traces = [p for p in paths if not is_summary(p)]

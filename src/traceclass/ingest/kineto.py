@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Optional
 import msgspec
 import numpy as np
 
+from traceclass.cores import usable_cores
 from traceclass.errors import TraceFormatError
 from traceclass.heap import release_free_heap
 from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
@@ -447,7 +448,7 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> list[int
         return []
     if not sys.platform.startswith("linux"):
         return []  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     if cores < 2 or state.exact_ts is None or state.loose:
         return []
     mp = sys.modules.get("multiprocessing")
