@@ -281,21 +281,25 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
     except BaseException:
         _stop(helpers)
         raise
-    for k, helper in enumerate(helpers):
-        with stage("read helper join"):
-            # a helper still reading long after this part took its time is stuck: read it here
-            part = helper.result(patience=HELPER_PATIENCE_S + 3 * (time.monotonic() - began))
-        if part is None:  # the helper met something it cannot read: read from its start on here
-            _stop(helpers[k + 1:])
-            rest = Container(top=top, events=[], bare=False)
-            rest.decode_run = container.decode_run
-            utf8_fixed += _consume(state, rest, path, stream_from(path, points[k], rest), parsed)
-            container.size += rest.size
-            break
-        utf8_fixed += part.append_to(state)
-        top.update(part.top)
-        container.size += part.size
-        parsed(part.events)
+    try:
+        for k, helper in enumerate(helpers):
+            with stage("read helper join"):
+                # a helper still reading long after this part took its time is stuck: read it here
+                part = helper.result(patience=HELPER_PATIENCE_S + 3 * (time.monotonic() - began))
+            if part is None:  # the helper met something it cannot read: read from its start on here
+                _stop(helpers[k + 1:])
+                rest = Container(top=top, events=[], bare=False)
+                rest.decode_run = container.decode_run
+                utf8_fixed += _consume(state, rest, path, stream_from(path, points[k], rest), parsed)
+                container.size += rest.size
+                break
+            utf8_fixed += part.append_to(state)
+            top.update(part.top)
+            container.size += part.size
+            parsed(part.events)
+    except BaseException:  # interrupted, or a bad event in a part read here: no helper outlives us
+        _stop(helpers)
+        raise
     data_size = container.size or data_size
 
     ops = _build_ops(cols.get(_OP))
