@@ -168,8 +168,9 @@ with open(sys.argv[1], "rb") as fh:
 print(time.perf_counter() - t, time.process_time() - c, _peak())
 """
 
-# a file read by two processes (a forked helper for its second half): the helper's CPU time is
-# added, and its peak RSS too (an upper bound: pages shared since the fork count twice)
+# a file read in parts by forked helpers: their CPU time is added, and the largest helper's peak
+# RSS (ru_maxrss of the children: on this 2-core machine the one helper's; pages shared since
+# the fork count twice, an upper bound there; with several helpers the others are not added)
 _ANALYZE = """
 import resource, sys, time
 _PEAK_
