@@ -64,7 +64,9 @@ def _blocks(path: str, block: int, start: int = 0, stop: int | None = None) -> I
     with open(path, "rb") as fh:
         magic = fh.read(2)
         fh.seek(start)
-        if magic != GZIP_MAGIC or start or stop is not None:
+        if magic == GZIP_MAGIC and (start or stop is not None):
+            raise ValueError("a gzip stream cannot be read from the middle")
+        if magic != GZIP_MAGIC:
             if stop is None:
                 # a callable iterator: no frame of ours keeps the piece while the caller uses it
                 yield from iter(lambda: fh.read(block), b"")
@@ -190,13 +192,7 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
     the events end there: the rest is :func:`stream_from`'s, and :class:`NotABoundary` is
     raised if ``stop`` turns out not to start an event."""
     container = Container(top={}, events=[], bare=False)
-    block = BLOCK if block is None else block
-
-    def counted(piece: bytes) -> bytes:
-        container.size += len(piece)
-        return piece
-
-    blocks = map(counted, _blocks(path, block, 0, stop))  # map, not a generator: it keeps no piece
+    blocks = _counted_blocks(container, path, block, 0, stop)
     head = b""
     found = None
     for piece in blocks:
@@ -230,6 +226,17 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
     return container
 
 
+def _counted_blocks(container: Container, path: str, block: int | None, start: int, stop: int | None
+                    ) -> Iterator[bytes]:
+    """:func:`_blocks`, each piece's size added to ``container.size`` as it is read."""
+
+    def counted(piece: bytes) -> bytes:
+        container.size += len(piece)
+        return piece
+
+    return map(counted, _blocks(path, BLOCK if block is None else block, start, stop))  # a map keeps no piece
+
+
 class NotABoundary(Exception):
     """A split point turned out not to start an event: the part before it ends mid-event."""
 
@@ -257,13 +264,7 @@ def stream_from(path: str, start: int, container: Container, block: int | None =
     """Runs of the events from byte ``start`` of a plain file (where an event starts) to the
     end of the events array, the keys after it going into ``container.top``; or to ``stop``,
     where another event must start (:class:`NotABoundary` otherwise)."""
-    block = BLOCK if block is None else block
-
-    def counted(piece: bytes) -> bytes:
-        container.size += len(piece)
-        return piece
-
-    blocks = map(counted, _blocks(path, block, start, stop))
+    blocks = _counted_blocks(container, path, block, start, stop)
     first = next(blocks, b"")
     return _events(path, first, 0, blocks, container, split_end=stop is not None, base=start)
 

@@ -5,9 +5,9 @@ Facts about the format are in ``shared/reference/kineto-trace.md``. The file arr
 typed structs (only the fields we use), turns them into column arrays per category, and drops
 the structs before the next run, so peak memory is the columns plus one block and one run.
 Raw event slices (a file read whole, or a run the typed decoder refused) are decoded in chunks
-of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large plain file is read by two
-processes, one part each (:func:`_split_at`); strings are interned in event order, so the
-trace does not depend on where runs or split points fall.
+of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large plain file is read in parts by
+several processes (:func:`_split_at`); strings are interned in event order, so the trace does
+not depend on where runs or split points fall.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from traceclass.errors import TraceFormatError
 from traceclass.heap import release_free_heap
 from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
 from traceclass.ingest.jsonstream import NotABoundary, StreamUnsupported, split_point, stream_container, stream_from
-from traceclass.ingest.kineto_comms import TEXT_COLUMNS, CommArgs, build_comms, comm_columns, comm_texts
+from traceclass.ingest.kineto_comms import TEXT_COLUMNS, CommArgs, build_comms, comm_columns, comm_rows, comm_texts
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import GZIP_MAGIC, Progress
 from traceclass.model import (
@@ -436,7 +436,7 @@ def _consume(state: "_ChunkState", container: Container, path: str, runs: Iterat
 SPLIT_ABOVE = 64 << 20
 #: at most this many processes read one file
 SPLIT_PARTS = 8
-#: seconds a helper may take beyond three times this process's half before its part is read
+#: seconds a helper may take beyond three times this process's part before its part is read
 #: here instead (it is stuck)
 HELPER_PATIENCE_S = 30.0
 #: set to 0 to read every file in this process
@@ -452,7 +452,7 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> list[int
     if not sys.platform.startswith("linux"):
         return []  # a forked helper starts in ~1 ms; a spawned one would re-import for ~0.3 s
     cores = usable_cores()
-    if cores < 2 or state.exact_ts is None or state.loose:
+    if cores < 2 or state.exact_ts is None:
         return []
     mp = sys.modules.get("multiprocessing")
     if mp is not None and (mp.parent_process() is not None or mp.current_process().daemon):
@@ -492,7 +492,7 @@ class _Part:
         """Its rows after ``state``'s, its strings and inputs re-coded in ``state``'s tables
         (interned in the order the helper met them: the codes a single reader would give)."""
         h = self.head
-        codes = np.array([state.strings.intern(v) for v in h["strings"]] + [-1], dtype=np.int32)
+        codes = np.append(state.strings.intern_many(h["strings"]), np.int32(-1))
         values = h["input_values"]
         inputs = {c: state.inputs.intern(key, (lambda c=c: values[c] if c >= 0 else None))
                   for key, c in h["inputs"]}
@@ -578,8 +578,8 @@ def _help(path: str, at: int, stop: int | None, exact_ts: bool, conn: Any) -> No
             for cat in list(state.cols.parts):
                 columns += [(cat, name, arr) for name, arr in state.cols.get(cat).items()]
         head = dict(
-            strings=state.strings._values, inputs=list(state.inputs._index.items()),
-            input_values=state.inputs._values, counts=state.counts, thread_names=state.thread_names,
+            strings=state.strings.values, inputs=state.inputs.entries(),
+            input_values=state.inputs.values, counts=state.counts, thread_names=state.thread_names,
             window=state.window, utf8_fixed=utf8_fixed, top=container.top, size=container.size, events=n[0],
             columns=[(cat, name, arr.dtype.str, arr.shape) for cat, name, arr in columns],
         )
@@ -711,7 +711,7 @@ class _ChunkState:
         neg = negative & (codes != _SKIP)
         if neg.any():
             self.counts["!negative duration"] = self.counts.get("!negative duration", 0) + int(neg.sum())
-        names = self._intern_in_event_order(evs, codes)
+        names, comm = self._intern_in_event_order(evs, codes)
         for c in np.unique(codes).tolist():
             if c == _SKIP:
                 continue
@@ -727,18 +727,20 @@ class _ChunkState:
             elif c == _MEM:
                 self._memory(sub, t)
             else:
-                self._timed(c, sub, t, d, names[idx])
+                self._timed(c, sub, t, d, names[idx], comm[idx])
 
-    def _intern_in_event_order(self, evs: list[Any], codes: np.ndarray) -> np.ndarray:
-        """String codes of the timed events' names (-1 elsewhere), after interning their names,
-        then the collective texts of their ops and kernels, in the order the events come: so
-        a string's code does not depend on how the file was cut into runs or split between
-        processes (reports break ties between equal times by these codes)."""
+    def _intern_in_event_order(self, evs: list[Any], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """String codes of the timed events' names (-1 elsewhere) and which events carry
+        collective arguments, after interning the names and, each right after its event's name,
+        the collective texts, in the order the events come: so a string's code does not depend
+        on how the file was cut into runs or split between processes (reports break ties between
+        equal times by these codes)."""
         n = len(evs)
         names = np.full(n, -1, dtype=np.int32)
+        comm_mask = np.zeros(n, dtype=bool)
         rows = np.flatnonzero(_TIMED[codes])
         if not len(rows):
-            return names
+            return names, comm_mask
         kept = [evs[i] for i in rows.tolist()]
         values = [e.name for e in kept]
         if not all(map(str.__instancecheck__, values)):
@@ -750,9 +752,8 @@ class _ChunkState:
         if len(comm):
             args = [kept[i].args for i in comm.tolist()]
             args = [_args(a) for a in args] if self.loose else [a if a is not None else _NO_ARGS for a in args]
-            coll, pg = [a.coll_name for a in args], [a.pg_name for a in args]
-            if coll.count(None) != len(args) or pg.count(None) != len(args):
-                texts = [(int(comm[k]), args[k]) for k in range(len(args)) if coll[k] is not None or pg[k] is not None]
+            texts = [(int(comm[k]), args[k]) for k in comm_rows(args)]
+            comm_mask[rows[[k for k, _ in texts]]] = True
         strings = self.strings
         got = np.empty(len(kept), dtype=np.int32)
         done = 0
@@ -764,7 +765,7 @@ class _ChunkState:
                     strings.intern(v)
         got[done:] = strings.intern_many(values[done:])
         names[rows] = got
-        return names
+        return names, comm_mask
 
     def _categories(self, evs: list[Any]) -> np.ndarray:
         """Category code per event, and counts of what is skipped (flows, unknown categories)."""
@@ -862,7 +863,8 @@ class _ChunkState:
             device=_ints([a.device_id for a in args]),
         )
 
-    def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray, names: np.ndarray) -> None:
+    def _timed(self, c: int, sub: list[Any], t: np.ndarray, d: np.ndarray, names: np.ndarray,
+               comm: np.ndarray) -> None:
         if self.loose:
             args = [_args(e.args) for e in sub]
         else:
@@ -897,14 +899,14 @@ class _ChunkState:
                 **extra,
             )
             if c == _KERNEL:
-                self._comms(True, args, t, d, dev, stream)
+                self._comms(True, args, comm, t, d, dev, stream)
             return
         pid = _ints([e.pid for e in sub])
         tid = _ints([e.tid for e in sub])
         base = dict(start_ns=t, end_ns=t + d, pid=pid, tid=tid, name=names)
         if c == _OP:
             inputs = self._inputs(args)
-            self._comms(False, args, t, d, pid, tid)
+            self._comms(False, args, comm, t, d, pid, tid)
             self.cols.add(
                 c,
                 external_id=ic(args, "external_id"),
@@ -936,9 +938,10 @@ class _ChunkState:
                 pass
         return _ints(list(map(_GETTERS[field], args)))
 
-    def _comms(self, is_kernel: bool, args: list[_Args], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
-               tid: np.ndarray) -> None:
-        found = comm_columns(is_kernel, args, t, d, pid, tid, self.strings, _ints)
+    def _comms(self, is_kernel: bool, args: list[_Args], comm: np.ndarray, t: np.ndarray, d: np.ndarray,
+               pid: np.ndarray, tid: np.ndarray) -> None:
+        """The rows ``comm`` marks (found while interning, :meth:`_intern_in_event_order`)."""
+        found = comm_columns(is_kernel, args, np.flatnonzero(comm).tolist(), t, d, pid, tid, self.strings, _ints)
         if found is not None:
             self.cols.add(_COMMS, **found)
 

@@ -11,6 +11,7 @@ collectives.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -42,20 +43,31 @@ class CommArgs(msgspec.Struct, gc=False):
     comms_id: Any = msgspec.field(name="Comms Id", default=None)
 
 
-#: the columns holding string codes
-TEXT_COLUMNS = frozenset({"collective", "dtype", "in_split", "out_split", "pg_name", "pg_desc", "pg_ranks",
-                          "comms_id"})
+#: the columns holding string codes and the args field each is read from, in the order a
+#: reader interns them
+_TEXT_FIELDS = (("collective", "coll_name"), ("dtype", "coll_dtype"), ("in_split", "in_split"),
+                ("out_split", "out_split"), ("pg_name", "pg_name"), ("pg_desc", "pg_desc"),
+                ("pg_ranks", "pg_ranks"), ("comms_id", "comms_id"))
+TEXT_COLUMNS = frozenset(column for column, _ in _TEXT_FIELDS)
+_GET_TEXTS = attrgetter(*(field for _, field in _TEXT_FIELDS))
 
 
-def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray, pid: np.ndarray,
-                 tid: np.ndarray, strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
-    """Columns of the events among ``args`` that carry collective arguments (None: none do).
-    ``ints`` is the reader's tolerant list -> int64 converter."""
+def comm_rows(args: list[Any]) -> list[int]:
+    """Indices of the args that carry collective arguments: a collective name or a process
+    group (the events that become rows of the table)."""
     coll, pg = [a.coll_name for a in args], [a.pg_name for a in args]
     n = len(args)
     if coll.count(None) == n and pg.count(None) == n:  # the usual run: no collective, one C pass
+        return []
+    return [k for k in range(n) if coll[k] is not None or pg[k] is not None]
+
+
+def comm_columns(is_kernel: bool, args: list[Any], keep: list[int], t: np.ndarray, d: np.ndarray,
+                 pid: np.ndarray, tid: np.ndarray, strings: StringTable, ints: Any) -> dict[str, np.ndarray] | None:
+    """Columns of the events at ``keep`` (:func:`comm_rows` of ``args``; None when empty).
+    ``ints`` is the reader's tolerant list -> int64 converter."""
+    if not keep:
         return None
-    keep = [k for k in range(n) if coll[k] is not None or pg[k] is not None]
     sub = [args[k] for k in keep]
     idx = np.asarray(keep, dtype=np.int64)
 
@@ -67,16 +79,12 @@ def comm_columns(is_kernel: bool, args: list[Any], t: np.ndarray, d: np.ndarray,
         start_ns=t[idx], end_ns=t[idx] + d[idx], pid=pid[idx], tid=tid[idx],
         correlation=ints([a.correlation for a in sub]) if is_kernel else np.full(len(sub), -1, dtype=np.int64),
         external_id=ints([a.external_id for a in sub]),
-        collective=text([a.coll_name for a in sub]), dtype=text([a.coll_dtype for a in sub]),
         in_nelems=ints([a.in_nelems for a in sub]), out_nelems=ints([a.out_nelems for a in sub]),
-        in_split=text([a.in_split for a in sub]), out_split=text([a.out_split for a in sub]),
         group_size=ints([a.group_size for a in sub]),
-        pg_name=text([a.pg_name for a in sub]), pg_desc=text([a.pg_desc for a in sub]),
-        pg_ranks=text([a.pg_ranks for a in sub]),
         rank_start=ints([a.rank_start for a in sub]), rank_stride=ints([a.rank_stride for a in sub]),
         rank=ints([a.rank for a in sub]), src_rank=ints([a.src_rank for a in sub]),
         dst_rank=ints([a.dst_rank for a in sub]), seq=ints([a.comm_seq for a in sub]),
-        comms_id=text([a.comms_id for a in sub]),
+        **{column: text([getattr(a, field) for a in sub]) for column, field in _TEXT_FIELDS},
     )
 
 
@@ -85,10 +93,8 @@ def _text(v: Any) -> str | None:
 
 
 def comm_texts(a: Any) -> tuple[str | None, ...]:
-    """The string columns' values of one event's args, in the order of :data:`TEXT_COLUMNS`'s
-    columns in :func:`comm_columns` (so a reader can intern them event by event)."""
-    return tuple(map(_text, (a.coll_name, a.coll_dtype, a.in_split, a.out_split, a.pg_name, a.pg_desc,
-                             a.pg_ranks, a.comms_id)))
+    """One event's values of the string columns (so a reader can intern them event by event)."""
+    return tuple(map(_text, _GET_TEXTS(a)))
 
 
 def build_comms(cols: dict[str, np.ndarray]) -> Comms:

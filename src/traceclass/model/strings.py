@@ -171,6 +171,10 @@ class InputsTable:
     def __len__(self) -> int:
         return len(self._values)
 
+    def entries(self) -> list[tuple[object, int]]:
+        """(raw key, code) in the order the keys were met; code -1 where a key parsed to nothing."""
+        return list(self._index.items())
+
     @property
     def values(self) -> list[OpInputs]:
         return self._values
