@@ -29,6 +29,9 @@ over file size, and the RSS above what analyzing the smallest bundled sample nee
 size (target <= 2x). ``--stages`` adds the median time of every stage per source. HTA and
 TraceLens run on the same files when importable, else the table says "not installed".
 
+``--gzip`` also analyzes a gzip copy (compression level 1) of each replica, ``--repeat``
+times, and sets its time against ``json.load`` of the plain file (the same content).
+
 ``--stream-gb N`` instead writes one N GB trace (V100 copies; ``--gzip`` compresses it on
 the fly) and measures analyze's time and peak RSS on it once (json.load cannot hold it).
 """
@@ -39,6 +42,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -353,7 +357,8 @@ def main() -> None:
     ap.add_argument("--stages", action="store_true", help="print the median time of every stage")
     ap.add_argument("--keep", type=Path, help="directory to write the generated traces in (kept)")
     ap.add_argument("--stream-gb", type=float, help="generate one trace of this many GB and analyze it")
-    ap.add_argument("--gzip", action="store_true", help="with --stream-gb: write it gzip-compressed")
+    ap.add_argument("--gzip", action="store_true",
+                    help="also analyze each replica gzip-compressed; with --stream-gb: write it gzip-compressed")
     args = ap.parse_args()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -387,6 +392,24 @@ def main() -> None:
                 size = path.stat().st_size
                 res = bench(path, args.repeat, peers)
                 rows.append((key, size, copies, n, res))
+                if args.gzip and target is not None:
+                    gz = path.with_suffix(".json.gz")
+                    with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=1) as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                    _settle(gz)
+                    an = [child(_ANALYZE, gz, timings=True) for _ in range(args.repeat)]
+                    zres = dict(res, analyze=[x[0] for x in an], analyze_cpu=[x[1] for x in an],
+                                analyze_rss=max(x[2] for x in an), peers={},
+                                stages={s: _med(a[3].get(s, 0.0) for a in an) for s in an[0][3]})
+                    # json.load columns: the plain file's; size: the content's
+                    rows.append((f"{key} x{copies} gzip ({gz.stat().st_size / 1e6:.0f} MB)", size, 1, n, zres))
+                    zm = _med(zres["analyze"])
+                    print(f"{key:7s} gzip {gz.stat().st_size / 1e6:6.1f} MB  analyze {min(zres['analyze']):6.2f}/{zm:6.2f} s"
+                          f"  ratio to json.load of the plain file {zm / _med(res['json']):4.2f}x  stages: "
+                          + ", ".join(f"{k} {v:.2f}" for k, v in zres["stages"].items()
+                                      if k in ("read split points", "read helper", "read helper join", "read")),
+                          flush=True)
+                    gz.unlink()
                 jm, am = _med(res["json"]), _med(res["analyze"])
                 print(f"{key:7s} {size / 1e6:7.1f} MB  {n:>10,} events ({copies} cop{'y' if copies == 1 else 'ies'})"
                       f"  analyze {min(res['analyze']):6.2f}/{am:6.2f} s  json.load {min(res['json']):6.2f}/"

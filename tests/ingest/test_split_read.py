@@ -1,5 +1,6 @@
-"""Large plain Kineto files are read by two processes (ingest/kineto.py ``_split_at``): this
-one up to an event near the middle, a forked helper from there. The trace must be the one a
+"""Large Kineto files, plain or gzip, are read by several processes (ingest/kineto.py
+``_split_at``): this one up to an event near the first split point, a forked helper from each
+split point to the next. The trace must be the one a
 single reader builds, column for column and string code for string code, whatever the split
 point and however the file is cut into runs; a split point that is not an event's start, or
 a helper that cannot read its part, must fall back to reading here."""
@@ -162,17 +163,118 @@ def test_a_bad_event_after_the_split_is_reported_as_one_reader_reports_it(tmp_pa
     assert str(split.value) == str(single.value)
 
 
-def test_gzip_files_and_the_switch_keep_one_reader(tmp_path, monkeypatch) -> None:
+def test_the_switch_keeps_one_reader(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(kineto, "SPLIT_ABOVE", 0)
     path = _plain(tmp_path, "torch_cpu_tiny_ops_loop.json.gz")
-    _, helpers = _state(SAMPLES / "torch_cpu_tiny_ops_loop.json.gz", monkeypatch, split=True)
-    assert helpers == []
     monkeypatch.setenv(kineto.SPLIT_ENV, "0")
     _, helpers = _state(path, monkeypatch, split=True)
     assert helpers == []
     monkeypatch.delenv(kineto.SPLIT_ENV)
     _, helpers = _state(path, monkeypatch, split=True)
     assert len(helpers) == 1
+
+
+def _small_gzip_steps(monkeypatch) -> None:
+    # a sample compresses to ~100 KB: read it 4 KB at a time so split points fall inside it
+    monkeypatch.setattr(jsonstream, "GZ_IN", 4_096)
+    monkeypatch.setattr(jsonstream, "SPLIT_WINDOW", 16_384)
+    monkeypatch.setattr(jsonstream, "BLOCK", 16_384)
+
+
+@pytest.mark.parametrize(("sample", "cores"), [
+    ("torch_ddp-nccl-train_a100.json.gz", 2), ("torch_ddp-nccl-train_a100.json.gz", 4),
+    ("torch_cpu_transformer_block.json.gz", 2), ("torch_cpu_transformer_block.json.gz", 4),
+    ("torch_minitoy-train_mi250.json.gz", 2), ("torch_cuda-event-sync_a100.json.gz", 2)])
+def test_a_gzip_file_split_builds_the_trace_one_builds(tmp_path, monkeypatch, sample, cores) -> None:
+    # helpers go on from where the split-point pass left the stream (decompressor state copied
+    # by the fork) instead of inflating the file up to their part
+    path = SAMPLES / sample
+    one, _ = _state(path, monkeypatch, split=False)
+    _small_gzip_steps(monkeypatch)
+    inflated = []
+    real_piece = jsonstream._Inflater.piece
+    monkeypatch.setattr(jsonstream._Inflater, "piece",
+                        lambda self, block: (lambda p: inflated.append(len(p or b"")) or p)(real_piece(self, block)))
+    many, helpers = _state(path, monkeypatch, split=True, cores=cores)
+    assert len(helpers) == cores - 1 and helpers == sorted(helpers)
+    with gzip.open(path, "rb") as fh:
+        content = fh.read()
+    assert all(content[at:at + 1] == b"{" for at in helpers)
+    # this process inflated the file up to the last point (and a window after it), then its
+    # own part up to the first, besides the first block: the helpers inflate only their parts
+    assert helpers[-1] + helpers[0] <= sum(inflated) <= helpers[-1] + helpers[0] + 4 * 16_384
+    assert many == one
+
+
+def _members(tmp_path, sample: str, cuts: int) -> Path:
+    """The sample as a gzip file of ``cuts + 1`` members, cut at arbitrary bytes."""
+    with gzip.open(SAMPLES / sample, "rb") as fh:
+        content = fh.read()
+    out = tmp_path / ("members_" + sample)
+    bounds = [0] + [len(content) * (k + 1) // (cuts + 1) + 17 for k in range(cuts)] + [len(content)]
+    out.write_bytes(b"".join(gzip.compress(content[a:b]) for a, b in zip(bounds, bounds[1:])))
+    return out
+
+
+def test_a_gzip_file_of_several_members_splits(tmp_path, monkeypatch) -> None:
+    path = _members(tmp_path, "torch_ddp-nccl-train_a100.json.gz", 5)
+    one, _ = _state(SAMPLES / "torch_ddp-nccl-train_a100.json.gz", monkeypatch, split=False)
+    _small_gzip_steps(monkeypatch)
+    many, helpers = _state(path, monkeypatch, split=True, cores=4)
+    assert len(helpers) == 3 and many == one
+
+
+@pytest.mark.parametrize("block", [4_096, 1 << 20])
+def test_gzip_content_between_two_offsets(tmp_path, monkeypatch, block) -> None:
+    # a part of a gzip file is its content between two offsets, inflated up to the start or
+    # taken up where a resume point left the stream (the same point twice: the first use
+    # must not advance it)
+    path = _members(tmp_path, "torch_cpu_transformer_block.json.gz", 2)
+    with gzip.open(SAMPLES / "torch_cpu_transformer_block.json.gz", "rb") as fh:
+        content = fh.read()
+    monkeypatch.setattr(jsonstream, "GZ_IN", 4_096)
+    monkeypatch.setattr(jsonstream, "SPLIT_WINDOW", 16_384)
+    n = len(content)
+    for start, stop in ((0, None), (0, 1), (1_000, 50_000), (n // 2, n - 3), (n - 5, None), (n, None)):
+        got = b"".join(jsonstream._blocks(str(path), block, start, stop))
+        assert got == content[start:stop], (start, stop)
+    points = jsonstream.gzip_split_points(str(path), 4)
+    assert len(points) == 3 and [at for at, _ in points] == sorted({at for at, _ in points})
+    for at, resume in points:
+        assert content[at:at + 1] == b"{" and content[at - 1:at] in (b",", b" ", b"\n")
+        for _ in range(2):
+            got = b"".join(jsonstream._blocks(str(path), block, at, at + 5_000, resume))
+            assert got == content[at:at + 5_000]
+
+
+def test_a_gzip_helper_that_dies_leaves_its_part_to_this_process(tmp_path, monkeypatch) -> None:
+    # this process then inflates the file again up to that part, from a copy of its resume point
+    path = SAMPLES / "torch_ddp-nccl-train_a100.json.gz"
+    one, _ = _state(path, monkeypatch, split=False)
+    _small_gzip_steps(monkeypatch)
+    monkeypatch.setattr(kineto, "_help", _exit_at_once)
+    reads = []
+    real_from = kineto.stream_from
+    monkeypatch.setattr(kineto, "stream_from",
+                        lambda path, at, *a, **k: reads.append(k.get("resume")) or real_from(path, at, *a, **k))
+    two, helpers = _state(path, monkeypatch, split=True)
+    assert len(helpers) == 1 and len(reads) == 1 and isinstance(reads[0], jsonstream.GzipResume)
+    assert two == one
+
+
+def test_a_damaged_gzip_file_gives_the_error_one_reader_gives(tmp_path, monkeypatch) -> None:
+    # the split-point pass meets the damage first: it reads alone, which reports it
+    data = (SAMPLES / "torch_ddp-nccl-train_a100.json.gz").read_bytes()
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(data[:len(data) // 2] + bytes(b ^ 0x5A for b in data[len(data) // 2:len(data) // 2 + 64])
+                    + data[len(data) // 2 + 64:])
+    monkeypatch.setattr(kineto, "SPLIT_ABOVE", 1 << 62)
+    with pytest.raises(TraceFormatError) as single:
+        load(str(bad))
+    _small_gzip_steps(monkeypatch)
+    with pytest.raises(TraceFormatError) as split:
+        _state(bad, monkeypatch, split=True)
+    assert str(split.value) == str(single.value) and "gzip" in str(single.value)
 
 
 def test_one_free_core_keeps_one_reader(tmp_path, monkeypatch) -> None:
@@ -269,12 +371,12 @@ def test_a_middle_helper_that_fails_leaves_the_rest_to_this_process(tmp_path, mo
     one, _ = _state(path, monkeypatch, split=False)
     real, size = kineto._help, path.stat().st_size
 
-    def second_dies(path, at, stop, exact_ts, conn):
+    def second_dies(path, at, stop, exact_ts, conn, resume=None):
         if 0.4 * size < at < 0.6 * size:  # the parts start near 1/4, 1/2 and 3/4 of the file
             import os
 
             os._exit(3)
-        real(path, at, stop, exact_ts, conn)
+        real(path, at, stop, exact_ts, conn, resume)
 
     monkeypatch.setattr(kineto, "_help", second_dies)
     reads = []

@@ -30,6 +30,10 @@ BLOCK = 1 << 20
 #: Bytes per run of events (about): a reader builds its columns faster from a few MB of
 #: events at a time (they stay in cache) than from a whole block, and holds less.
 RUN = 1 << 20
+#: Compressed bytes read from a gzip file at a time
+GZ_IN = 1 << 20
+#: Bytes searched for an event's start after a split point's nominal offset
+SPLIT_WINDOW = 1 << 20
 #: The ``traceEvents`` key must start within this many bytes.
 HEAD_LIMIT = 64 << 20
 #: Plain files above this size are streamed (gzip files above a 16th of it): streaming holds
@@ -57,15 +61,74 @@ class RawRun(list):  # type: ignore[type-arg]
         self.origin = origin
 
 
-def _blocks(path: str, block: int, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+class GzipResume:
+    """Where a pass over a gzip file left its stream (see :func:`gzip_split_points`): the
+    decompressor's state, the compressed bytes not yet fed to it, the file offset after them,
+    the ratio guard's counts and the decompressed bytes from the resume point on. A forked
+    helper goes on from here instead of inflating the file up to its part again."""
+
+    __slots__ = ("d", "data", "pos", "consumed", "produced", "pending")
+
+    def __init__(self, d: Any, data: bytes, pos: int, consumed: int, produced: int, pending: bytes) -> None:
+        self.d, self.data, self.pos = d, data, pos
+        self.consumed, self.produced, self.pending = consumed, produced, pending
+
+
+class _Inflater:
+    """A gzip file's decompressed bytes in pieces of at most ``block``, members one after
+    another, with the decompression-bomb ratio guard of :mod:`traceclass.ingest.source`."""
+
+    def __init__(self, fh: Any, path: str, resume: GzipResume | None = None) -> None:
+        self.fh, self.path = fh, path
+        if resume is None:
+            self.d: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self.data, self.consumed, self.produced = b"", 0, 0
+        else:  # a copy: the same resume point may be used twice (a helper, then a fallback)
+            self.d, self.data = resume.d.copy(), resume.data
+            self.consumed, self.produced = resume.consumed, resume.produced
+            fh.seek(resume.pos)
+
+    def piece(self, block: int) -> bytes | None:
+        """The next piece (b"" when a step yields nothing yet), None at the end of the file."""
+        if not self.data:
+            self.data = self.fh.read(GZ_IN)
+            if not self.data:
+                # a truncated member simply ends the bytes: the events parser then finds the
+                # JSON cut short and the whole-file path reports it
+                return None
+            self.consumed += len(self.data)
+        try:
+            piece = self.d.decompress(self.data, block)
+        except zlib.error as exc:
+            raise TraceFormatError(self.path, f"corrupt gzip data ({exc})") from None
+        self.data = self.d.unconsumed_tail
+        self.produced += len(piece)
+        if self.produced > GZIP_RATIO_GRACE and self.produced > MAX_GZIP_RATIO * max(self.consumed, 1):
+            raise TraceFormatError(self.path, f"gzip expands more than {MAX_GZIP_RATIO}:1 "
+                                              f"({self.produced >> 20} MiB from {self.consumed >> 20} MiB): "
+                                              "decompression bomb?")
+        if self.d.eof:
+            # the bytes after the member are in unused_data (and, when the output bound was hit
+            # on the way, in unconsumed_tail too: the same bytes, not more of them)
+            rest = self.d.unused_data
+            self.d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a following member, if any
+            self.data = rest if rest.strip(b"\x00") else b""
+        return piece
+
+    def resume(self, pending: bytes) -> GzipResume:
+        """This point of the stream, ``pending`` (decompressed, not yet used) first."""
+        return GzipResume(self.d.copy(), self.data, self.fh.tell(), self.consumed, self.produced, pending)
+
+
+def _blocks(path: str, block: int, start: int = 0, stop: int | None = None,
+            resume: GzipResume | None = None) -> Iterator[bytes]:
     """The file's content in pieces of about ``block`` bytes, gunzipped when gzip, with the
     decompression-bomb ratio guard of :mod:`traceclass.ingest.source`. ``start`` and ``stop``
-    (byte offsets) read a part of a plain file."""
+    (offsets in the content: decompressed for gzip) read a part of it; a gzip part is reached by
+    inflating the stream up to it, or taken up where a :class:`GzipResume` for ``start`` left it."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
         fh.seek(start)
-        if magic == GZIP_MAGIC and (start or stop is not None):
-            raise ValueError("a gzip stream cannot be read from the middle")
         if magic != GZIP_MAGIC:
             if stop is None:
                 # a callable iterator: no frame of ours keeps the piece while the caller uses it
@@ -81,36 +144,28 @@ def _blocks(path: str, block: int, start: int = 0, stop: int | None = None) -> I
                 del piece
                 yield box.pop()
             return
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        consumed = produced = 0
-        pending = b""
+        fh.seek(0)
+        z = _Inflater(fh, path, resume)
+        # at: the content offset of pending's first byte
+        pending, at = (resume.pending, start) if resume is not None else (b"", 0)
         while True:
-            data = fh.read(1 << 20)
-            if not data:
+            piece = z.piece(block)
+            if piece is None:
                 break
-            consumed += len(data)
-            while data:
-                try:
-                    piece = d.decompress(data, block)
-                except zlib.error as exc:
-                    raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
-                data = d.unconsumed_tail
-                produced += len(piece)
-                if produced > GZIP_RATIO_GRACE and produced > MAX_GZIP_RATIO * max(consumed, 1):
-                    raise TraceFormatError(path, f"gzip expands more than {MAX_GZIP_RATIO}:1 "
-                                                 f"({produced >> 20} MiB from {consumed >> 20} MiB): "
-                                                 "decompression bomb?")
-                pending += piece
-                del piece
-                if len(pending) >= block:
-                    box, pending = [pending], b""
-                    yield box.pop()  # handed over: this frame keeps no reference while suspended
-                if d.eof:
-                    rest = d.unused_data + data
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a following member, if any
-                    data = rest if rest.strip(b"\x00") else b""
-        # a truncated member simply ends the bytes: the events parser then finds the JSON
-        # cut short and the whole-file path reports it
+            if at < start:  # before the part: inflated and dropped
+                if at + len(piece) <= start:
+                    at += len(piece)
+                    continue
+                piece, at = piece[start - at:], start
+            pending += piece
+            del piece
+            if stop is not None and at + len(pending) >= stop:
+                pending = pending[:stop - at]
+                break
+            if len(pending) >= block:
+                at += len(pending)
+                box, pending = [pending], b""
+                yield box.pop()  # handed over: this frame keeps no reference while suspended
         if pending:
             box, pending = [pending], b""
             yield box.pop()
@@ -188,7 +243,7 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
                      stop: int | None = None) -> Container:
     """A :class:`Container` whose ``events`` are the first block's and whose ``rest`` yields
     the others as they are read; ``top`` gets the keys after the array once ``rest`` ends.
-    With ``stop`` (a plain file's byte offset where an event starts, see :func:`split_point`)
+    With ``stop`` (a content offset where an event starts, see :func:`split_point`)
     the events end there: the rest is :func:`stream_from`'s, and :class:`NotABoundary` is
     raised if ``stop`` turns out not to start an event."""
     container = Container(top={}, events=[], bare=False)
@@ -226,15 +281,16 @@ def stream_container(path: str, events_key: str = "traceEvents", block: int | No
     return container
 
 
-def _counted_blocks(container: Container, path: str, block: int | None, start: int, stop: int | None
-                    ) -> Iterator[bytes]:
+def _counted_blocks(container: Container, path: str, block: int | None, start: int, stop: int | None,
+                    resume: GzipResume | None = None) -> Iterator[bytes]:
     """:func:`_blocks`, each piece's size added to ``container.size`` as it is read."""
 
     def counted(piece: bytes) -> bytes:
         container.size += len(piece)
         return piece
 
-    return map(counted, _blocks(path, BLOCK if block is None else block, start, stop))  # a map keeps no piece
+    # a map keeps no piece
+    return map(counted, _blocks(path, BLOCK if block is None else block, start, stop, resume))
 
 
 class NotABoundary(Exception):
@@ -248,7 +304,7 @@ def split_point(path: str, at: int, hi: int) -> int | None:
     otherwise), and the part after it must decode as events."""
     with open(path, "rb") as fh:
         fh.seek(at)
-        window = fh.read(min(1 << 20, max(hi - at, 0)))
+        window = fh.read(min(SPLIT_WINDOW, max(hi - at, 0)))
     for m in _SPLIT.finditer(window):
         found = at + m.start(1)
         if found < hi:
@@ -256,15 +312,47 @@ def split_point(path: str, at: int, hi: int) -> int | None:
     return None
 
 
+def gzip_split_points(path: str, parts: int) -> list[tuple[int, GzipResume]]:
+    """Split points of a gzip file into about ``parts`` parts: for each, the offset in the
+    decompressed content that looks like an event's start (as :func:`split_point`; the first
+    one in the MB after each ``k / parts`` of the compressed bytes) and where the stream was
+    there, so a helper goes on from it without inflating the part before. Costs inflating the
+    file up to the last point, once. Fewer points where the stream ends first or a window has
+    no event start; raises :class:`~traceclass.errors.TraceFormatError` on corrupt data."""
+    points: list[tuple[int, GzipResume]] = []
+    size = os.stat(path).st_size
+    with open(path, "rb") as fh:
+        z = _Inflater(fh, path)
+        at = 0  # content offset of the next piece's first byte
+        for k in range(1, parts):
+            while z.consumed < k * size // parts:
+                piece = z.piece(BLOCK)
+                if piece is None:
+                    return points
+                at += len(piece)
+            window = b""
+            while len(window) < SPLIT_WINDOW:
+                piece = z.piece(BLOCK)
+                if piece is None:
+                    break
+                window += piece
+            m = _SPLIT.search(window)
+            if m is not None:
+                points.append((at + m.start(1), z.resume(window[m.start(1):])))
+            at += len(window)
+    return points
+
+
 _SPLIT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*\"")
 
 
 def stream_from(path: str, start: int, container: Container, block: int | None = None,
-                stop: int | None = None) -> Iterator[list[msgspec.Raw]]:
-    """Runs of the events from byte ``start`` of a plain file (where an event starts) to the
-    end of the events array, the keys after it going into ``container.top``; or to ``stop``,
-    where another event must start (:class:`NotABoundary` otherwise)."""
-    blocks = _counted_blocks(container, path, block, start, stop)
+                stop: int | None = None, resume: GzipResume | None = None) -> Iterator[list[msgspec.Raw]]:
+    """Runs of the events from content offset ``start`` (where an event starts; decompressed
+    for gzip, taken up from ``resume`` when given) to the end of the events array, the keys
+    after it going into ``container.top``; or to ``stop``, where another event must start
+    (:class:`NotABoundary` otherwise)."""
+    blocks = _counted_blocks(container, path, block, start, stop, resume)
     first = next(blocks, b"")
     return _events(path, first, 0, blocks, container, split_end=stop is not None, base=start)
 

@@ -5,8 +5,8 @@ Facts about the format are in ``shared/reference/kineto-trace.md``. The file arr
 typed structs (only the fields we use), turns them into column arrays per category, and drops
 the structs before the next run, so peak memory is the columns plus one block and one run.
 Raw event slices (a file read whole, or a run the typed decoder refused) are decoded in chunks
-of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large plain file is read in parts by
-several processes (:func:`_split_at`); strings are interned in event order, so the trace does
+of :data:`CHUNK_EVENTS`, with the forgiving repairs. A large file, plain or gzip, is read in
+parts by several processes (:func:`_split_at`); strings are interned in event order, so the trace does
 not depend on where runs or split points fall.
 """
 
@@ -27,7 +27,15 @@ from traceclass.cores import usable_cores
 from traceclass.errors import TraceFormatError
 from traceclass.heap import release_free_heap
 from traceclass.ingest.jsonload import Container, DecodedRun, locate_bad_event, repair_utf8
-from traceclass.ingest.jsonstream import NotABoundary, StreamUnsupported, split_point, stream_container, stream_from
+from traceclass.ingest.jsonstream import (
+    GzipResume,
+    NotABoundary,
+    StreamUnsupported,
+    gzip_split_points,
+    split_point,
+    stream_container,
+    stream_from,
+)
 from traceclass.ingest.kineto_comms import TEXT_COLUMNS, CommArgs, build_comms, comm_columns, comm_rows, comm_texts
 from traceclass.ingest.numbers import decimal_text_to_int
 from traceclass.ingest.source import GZIP_MAGIC, Progress
@@ -229,7 +237,7 @@ class _Columns:
 
 def read_kineto(path: str, data_size: int, container: Container, progress: Progress = None,
                 split: bool = True) -> Trace:
-    """The trace in ``container``. A large plain file is read in parts by several processes
+    """The trace in ``container``. A large file is read in parts by several processes
     where the machine has the cores (:func:`_split_at`): this one up to the first split point,
     a forked helper from each split point to the next, their columns then appended to ours in
     file order; ``split=False`` reads it all here."""
@@ -252,19 +260,20 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
         if progress is not None:
             progress("parsing", lo, n_total)
 
-    points = _split_at(path, container, state) if split else []
+    with stage("read split points"):  # a gzip file's: inflating it up to the last one
+        points = _split_at(path, container, state) if split else []
     helpers: list[_Helper] = []
     if points:
         try:
-            container = stream_container(path, stop=points[0])
+            container = stream_container(path, stop=points[0][0])
         except (StreamUnsupported, NotABoundary):  # found in the first block: read it all here
             points = []
         else:
             top = container.top
             try:
-                for k, at in enumerate(points):
-                    helpers.append(_Helper(path, at, points[k + 1] if k + 1 < len(points) else None,
-                                           bool(state.exact_ts)))
+                for k, (at, resume) in enumerate(points):
+                    helpers.append(_Helper(path, at, points[k + 1][0] if k + 1 < len(points) else None,
+                                           bool(state.exact_ts), resume))
             except (OSError, AssertionError, ValueError):  # no process to be had: read it all here
                 _stop(helpers)
                 return read_kineto(path, data_size, stream_container(path), progress, split=False)
@@ -290,7 +299,8 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
                 _stop(helpers[k + 1:])
                 rest = Container(top=top, events=[], bare=False)
                 rest.decode_run = container.decode_run
-                utf8_fixed += _consume(state, rest, path, stream_from(path, points[k], rest), parsed)
+                at, resume = points[k]
+                utf8_fixed += _consume(state, rest, path, stream_from(path, at, rest, resume=resume), parsed)
                 container.size += rest.size
                 break
             utf8_fixed += part.append_to(state)
@@ -427,7 +437,7 @@ def _consume(state: "_ChunkState", container: Container, path: str, runs: Iterat
     return utf8_fixed
 
 
-#: Plain files from this size up are read in parts by several processes where cores are
+#: Files with this much content (decompressed) are read in parts by several processes where cores are
 #: free (one part per core, each at least half this size): at 64 MB a sequential read takes
 #: ~0.7 s on this project's VM, a fork and a hand-over ~0.05 s. There is no upper limit: the
 #: parts' columns together are the trace's columns, held once while reading, less than the
@@ -439,14 +449,17 @@ SPLIT_PARTS = 8
 #: seconds a helper may take beyond three times this process's part before its part is read
 #: here instead (it is stuck)
 HELPER_PATIENCE_S = 30.0
+#: a gzip file is split as if its content were this many times its size (traces compress
+#: ~8-20:1; the corpus V100 trace 13:1, its replica 8.5:1)
+GZIP_SPLIT_RATIO = 8
 #: set to 0 to read every file in this process
 SPLIT_ENV = "TRACECLASS_SPLIT_READ"
 
 
-def _split_at(path: str, container: Container, state: "_ChunkState") -> list[int]:
-    """Where helper processes should start reading (ascending byte offsets, one per helper),
-    or [] to read the file here alone: one part per free core, up to :data:`SPLIT_PARTS`,
-    each at least half of :data:`SPLIT_ABOVE`."""
+def _split_at(path: str, container: Container, state: "_ChunkState") -> list[tuple[int, GzipResume | None]]:
+    """Where helper processes should start reading (ascending content offsets, one per helper,
+    each with where a gzip stream was there), or [] to read the file here alone: one part per
+    free core, up to :data:`SPLIT_PARTS`, each at least half of :data:`SPLIT_ABOVE`."""
     if os.environ.get(SPLIT_ENV, "1") == "0" or container.rest is None or container.bare:
         return []
     if not sys.platform.startswith("linux"):
@@ -463,18 +476,26 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> list[int
     try:
         size = os.stat(path).st_size
         with open(path, "rb") as fh:
-            if fh.read(2) == GZIP_MAGIC:
-                return []  # a gzip stream cannot be entered in the middle
+            gz = fh.read(2) == GZIP_MAGIC
     except OSError:
         return []
+    if gz:
+        # the content's size is not known before inflating it; traces compress ~8-20:1, and
+        # the parts stay above half of SPLIT_ABOVE at the lowest of those ratios
+        size *= GZIP_SPLIT_RATIO
     if size < SPLIT_ABOVE:
         return []
     parts = max(2, min(cores, SPLIT_PARTS, size // max(SPLIT_ABOVE // 2, 1)))
-    points: list[int] = []
+    if gz:
+        try:
+            return list(gzip_split_points(path, parts))
+        except (OSError, TraceFormatError):
+            return []  # read alone, which reports what is wrong with the file
+    points: list[tuple[int, GzipResume | None]] = []
     for k in range(1, parts):
-        at = split_point(path, max(k * size // parts, points[-1] + 1 if points else 0), size)
-        if at is not None and (not points or at > points[-1]):
-            points.append(at)
+        at = split_point(path, max(k * size // parts, points[-1][0] + 1 if points else 0), size)
+        if at is not None and (not points or at > points[-1][0]):
+            points.append((at, None))
     return points
 
 
@@ -517,15 +538,17 @@ def _stop(helpers: list["_Helper"]) -> None:
 
 
 class _Helper:
-    """A forked process reading a plain file from byte ``at`` (an event's start) to ``stop``
-    (the next helper's start) or the end."""
+    """A forked process reading a file from content offset ``at`` (an event's start; for gzip,
+    where ``resume`` left the stream) to ``stop`` (the next helper's start) or the end."""
 
-    def __init__(self, path: str, at: int, stop: int | None, exact_ts: bool) -> None:
+    def __init__(self, path: str, at: int, stop: int | None, exact_ts: bool,
+                 resume: GzipResume | None = None) -> None:
         import multiprocessing  # only when a file is split: ~10 ms of imports
 
         ctx = multiprocessing.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_help, args=(path, at, stop, exact_ts, child), daemon=True)
+        # forked, not pickled: the resume point's decompressor is copied with the memory
+        self.proc = ctx.Process(target=_help, args=(path, at, stop, exact_ts, child, resume), daemon=True)
         self.proc.start()
         child.close()
 
@@ -559,7 +582,8 @@ class _Helper:
         self.conn.close()
 
 
-def _help(path: str, at: int, stop: int | None, exact_ts: bool, conn: Any) -> None:
+def _help(path: str, at: int, stop: int | None, exact_ts: bool, conn: Any, resume: GzipResume | None = None
+          ) -> None:
     """The helper's work: read from ``at`` to ``stop``, send the head then each column's bytes."""
     try:
         with stage("read helper"):
@@ -573,7 +597,8 @@ def _help(path: str, at: int, stop: int | None, exact_ts: bool, conn: Any) -> No
             def parsed(k: int) -> None:
                 n[0] += k
 
-            utf8_fixed = _consume(state, container, path, stream_from(path, at, container, stop=stop), parsed)
+            runs = stream_from(path, at, container, stop=stop, resume=resume)
+            utf8_fixed = _consume(state, container, path, runs, parsed)
             columns = []
             for cat in list(state.cols.parts):
                 columns += [(cat, name, arr) for name, arr in state.cols.get(cat).items()]
