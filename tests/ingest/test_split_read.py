@@ -216,6 +216,20 @@ def _members(tmp_path, sample: str, cuts: int) -> Path:
     return out
 
 
+def test_a_gzip_file_of_several_members_reads_as_one(tmp_path, monkeypatch) -> None:
+    # a member ending in a step whose output bound was hit leaves the bytes after it in both
+    # unused_data and unconsumed_tail: taking both doubled them (corrupt data, or endless growth)
+    path = _members(tmp_path, "torch_ddp-nccl-train_a100.json.gz", 5)
+    with gzip.open(path, "rb") as fh:
+        content = fh.read()
+    for gz_in, block in ((4_096, 16_384), (65_536, 16_384), (65_536, 65_536), (1 << 20, 1 << 20)):
+        monkeypatch.setattr(jsonstream, "GZ_IN", gz_in)
+        assert b"".join(jsonstream._blocks(str(path), block)) == content, (gz_in, block)
+    one, _ = _state(SAMPLES / "torch_ddp-nccl-train_a100.json.gz", monkeypatch, split=False)
+    again, _ = _state(path, monkeypatch, split=False)
+    assert again == one
+
+
 def test_a_gzip_file_of_several_members_splits(tmp_path, monkeypatch) -> None:
     path = _members(tmp_path, "torch_ddp-nccl-train_a100.json.gz", 5)
     one, _ = _state(SAMPLES / "torch_ddp-nccl-train_a100.json.gz", monkeypatch, split=False)
