@@ -22,8 +22,11 @@ What it finds
     counted until the launch call of the work that ends the gap returned (time after that is a
     GPU-side wait); a gap is charged to one wait only. TC202 names the host-sync part of its gaps
     and claims none of it. Gaps that start before the wait were not caused by it (the shared
-    attribution gives them their own cause); a wait at the end of the trace, after the last
-    GPU work, causes nothing measurable. When the thread launches at most
+    attribution gives them their own cause). A wait at the end of the trace, after the last
+    GPU work, causes no measurable idle: nothing in the trace shows when the host would have
+    issued new work. The idle from the GPU going idle during it to the end of the analysed time
+    is still host-sync in the shared attribution (the host was blocked), so the message states
+    it separately, as idle at the trace's end, and claims none of it. When the thread launches at most
     ``max_launches_per_sync_ratio`` kernels per wait, the message names the sync-per-launch
     pattern: the host never queues work ahead of the GPU.
 
@@ -117,14 +120,20 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
     seg = ctx.idle
     hs = (seg.cause == ic.HOST_SYNC) & (seg.event >= 0)
     claim = np.bincount(seg.event[hs], weights=seg.length_ns[hs].astype(np.float64),
-                        minlength=len(ev)).astype(np.int64)[:len(ev)] if len(ev) else np.zeros(0, np.int64)
+                        minlength=len(ev)).astype(np.int64)[:len(ev)]
+    # host-sync idle of waits whose idle runs to a window edge with no next work: the
+    # attribution's, not claimable (the trace ends before the host issues new work)
+    edge = hs & (seg.next_row < 0)
+    at_edge = np.bincount(seg.event[edge], weights=seg.length_ns[edge].astype(np.float64),
+                          minlength=len(ev)).astype(np.int64)[:len(ev)]
+    at_edge[idle > 0] = 0
     inside = np.flatnonzero(step >= 0)
     labels, site = np.unique(_sites(ctx, ev)[inside], return_inverse=True)
     order = np.argsort(site, kind="stable")
     cuts = np.searchsorted(site[order], np.arange(len(labels) + 1))
     for k, label in enumerate(labels.tolist()):
         sel = inside[order[cuts[k]:cuts[k + 1]]]
-        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1, claim)
+        f = _finding(ctx, th, st, ev, label, sel, step[sel], idle, i0, i1, claim, at_edge)
         if f is not None:
             yield f
 
@@ -153,7 +162,8 @@ def _sites(ctx: Context, ev: fsyncs.SyncEvents) -> np.ndarray:
 
 
 def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.SyncEvents, site: str, sel: np.ndarray,
-             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray, claim: np.ndarray) -> Finding | None:
+             step: np.ndarray, idle: np.ndarray, i0: np.ndarray, i1: np.ndarray, claim: np.ndarray,
+             at_edge: np.ndarray) -> Finding | None:
     steady = ~st.warmup[step]
     if not steady.any():
         return None
@@ -163,6 +173,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
     wait = int((ev.end_ns[s_sel] - ev.wait_ns[s_sel]).sum())
     caused = int(idle[s_sel].sum())
     recoverable = int(np.minimum(claim[s_sel], np.maximum(idle[s_sel] - gap_causes.QUEUED_GAP_FLOOR_NS, 0)).sum())
+    tail = int(at_edge[s_sel].sum())
     apis = ev.call_counts(s_sel)
     launches = _launches(ctx, st, ev, s_sel)
     ratio = launches / count
@@ -177,6 +188,11 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
                f"after {'it' if count == 1 else 'them'} ({units.share(caused, analysed)} of {ctx.time_word}); removing "
                f"{'it' if count == 1 else 'them'} recovers at most the blocked time: {units.duration(recoverable)}; calls: "
                f"{', '.join(f'{a} x{c}' for a, c in list(apis.items())[:3])}")
+    if tail:
+        message += (f"; besides, {units.duration(tail)} of idle from the GPU draining during "
+                    f"{'a wait' if count == 1 else 'the waits'} to the end of {ctx.steps_word} with no next work in "
+                    f"the trace: host-sync in the idle breakdown, but not claimed, since the trace does not show "
+                    f"when the host would have issued new work")
     if pattern:
         message += (f"; {ratio:.2f} kernel launches per wait (threshold <= {th['max_launches_per_sync_ratio']:g}): "
                     f"sync-per-launch, the host never runs ahead of the GPU")
@@ -200,6 +216,7 @@ def _finding(ctx: Context, th: Mapping[str, Any], st: fsteps.Steps, ev: fsyncs.S
         values={"syncs_count": count, "syncs_per_step": round(per_step, 3),
                 "steady_steps_count": ctx.analysed.steps_count,
                 "host_wait_ns": wait, "gpu_idle_ns": caused, "idle_cause": "host-sync", "gpu_idle_per_step_ns": caused // n_steps,
+                "host_sync_idle_at_trace_end_ns": tail,
                 "gpu_idle_pct_of_step": units.percent(caused, analysed, 1), "api_counts": apis,
                 "launches_count": launches, "launches_per_sync_ratio": round(ratio, 3), "sync_per_launch": pattern,
                 "warmup_syncs_count": len(warm), "warmup_gpu_idle_ns": int(idle[warm].sum()),

@@ -75,9 +75,14 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
         idle = ctx.idle.total(ic.OUTSIDE_WINDOW, dev) if dev in ctx.idle.busy_ns else 0
         names = name_counts(trace, gpu.name[rows])
         n_dev = int(((gpu.device == dev) & (gpu.kind != GpuKind.SYNC)).sum())
+        # the part of the analysed time only this work kept busy: what the verdict sets apart
+        # from the step's busy time ("plus ... on work queued before the profiler window")
+        alone = ctx.idle.backlog_busy_ns.get(dev, 0) if dev in ctx.idle.busy_ns else 0
+        overlap = (f" ({units.duration(alone)} of that with no other work running, the part the verdict sets apart "
+                   f"from the step's busy time)" if alone != in_window else "")
         message = (f"GPU {dev} runs {plural(len(rows), 'row')} ({units.duration(total)}) queued before the profiler window "
                    f"(no launch call in the trace; {len(rows)} of {n_dev} rows on the device), {units.duration(in_window)} of it "
-                   f"inside the analysed time, until {units.duration(max(end - first, 0))} after its start: the previous "
+                   f"inside the analysed time{overlap}, until {units.duration(max(end - first, 0))} after its start: the previous "
                    f"iteration's backlog, left out of the step's op, kernel and bound statistics; launch delays "
                    f"of the first recorded launches measure that queue's depth, not launch cost")
         yield Finding(
@@ -91,9 +96,10 @@ def check(ctx: Context, th: Mapping[str, Any]) -> Iterable[Finding]:
                                end_ns=end, duration_ns=total, count=int(len(rows)),
                                kernels=tuple(n for n, _ in names[:5])),),
             values={"rows_count": int(len(rows)), "device_rows_count": n_dev, "gpu_ns": total,
-                    "in_analysed_ns": in_window, "outside_window_idle_ns": idle,
+                    "in_analysed_ns": in_window, "in_analysed_alone_ns": alone, "outside_window_idle_ns": idle,
                     "reaches_into_step_ns": max(end - first, 0), "hygiene": True,
                     "summary": f"GPU {dev} runs {units.duration(total)} of work queued before the profiler window "
-                               f"({plural(len(rows), 'row')}), left out of the step's statistics",
+                               f"({plural(len(rows), 'row')}; {units.duration(in_window)} of it inside the analysed "
+                               f"time), left out of the step's statistics",
                     "top_kernels": dict(names[:10]), "threshold_count": th["min_rows_count"]},
         )

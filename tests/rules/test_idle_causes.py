@@ -7,6 +7,7 @@ import numpy as np
 
 import diagnosis_traces as dt
 from conftest import corpus
+from kineto_builder import KinetoBuilder
 from ruletest import findings_for
 from traceclass.analysis import analyze
 from traceclass.facts import idle_causes as ic
@@ -115,9 +116,34 @@ def test_previous_iteration_backlog_is_kept_out_of_the_step(tmp_path):
     from traceclass.render.verdict import verdict_sentences
 
     text = " ".join(verdict_sentences(report, lambda s: s))
-    assert "busy 3 ms, 30.0% of the 10 ms of steady step time, plus 4 ms on work queued before the profiler window" \
-        in text
+    assert ("busy 3 ms, 30.0% of the 10 ms of steady step time, plus 4 ms busy only with work queued before the "
+            "profiler window (TC207)") in text
     assert "Trace hygiene (TC207)" in text
+    # nothing else runs beside the backlog: the verdict's 4 ms is TC207's "inside the analysed time"
+    assert f.values["in_analysed_alone_ns"] == 4 * MS and "4 ms of it inside the analysed time, until" in f.message
+
+
+def test_backlog_beside_the_steps_own_work_is_set_apart_by_the_part_it_alone_covers(tmp_path):
+    # dt.backlog plus a sixth backlog kernel on another stream, 4.5-5.5 ms, beside the GEMM
+    # (5-8 ms): 4.5 ms of backlog inside the step, 4 ms of it with nothing else running
+    b = KinetoBuilder()
+    for i in range(5):
+        b.kernel("void prev_iteration_kernel<float>(float*)", i * MS, MS, corr=-5 - i)
+    b.kernel("void prev_iteration_kernel<float>(float*)", 4 * MS + 500 * US, MS, corr=-20, stream=8)
+    b.step(1, 1 * MS, 10 * MS)
+    mm = b.op("aten::mm", 1 * MS, 10 * US)
+    b.launch(mm, "sm90_xmma_gemm", 1 * MS, 5 * MS, 3 * MS, cpu_dur=5 * US)
+    t = load(b.write(tmp_path / "backlog2.json"))
+    analysis, report = run(t)
+    (f,) = [f for f in report.findings if f.code == "TC207"]
+    assert f.values["in_analysed_ns"] == 4 * MS + 500 * US and f.values["in_analysed_alone_ns"] == 4 * MS
+    assert report.idle.backlog_busy_ns[0] == 4 * MS and report.idle.busy_ns[0] == 7 * MS
+    assert ("4.5 ms of it inside the analysed time (4 ms of that with no other work running, the part the verdict "
+            "sets apart from the step's busy time)") in f.message
+    from traceclass.render.verdict import verdict_sentences
+
+    text = " ".join(verdict_sentences(report, lambda s: s))
+    assert "busy 3 ms, 30.0% of the 10 ms of steady step time, plus 4 ms busy only with work queued" in text
 
 
 def test_profiler_overhead_is_suspected_not_claimed(tmp_path):

@@ -6,7 +6,11 @@ from ingest.nsys_fixtures import NsysExportBuilder, launch_gap_with_sync_export
 from kineto_builder import KinetoBuilder
 from launch_traces import gap_causes_trace, gpu_base_ns
 from ruletest import findings_for
+from traceclass.analysis import analyze
+from traceclass.config import AnalysisConfig
+from traceclass.facts import idle_causes as ic
 from traceclass.ingest import load
+from traceclass.rule import Context
 
 
 def test_item_site_exact(tmp_path):
@@ -132,3 +136,26 @@ def test_nsys_sync_per_launch_and_blocking_copy(tmp_path):
     assert s.values["gpu_idle_ns"] == 9 * 27_000 + (1_310_000 - 1_278_000)
     c = fs["cuMemcpyDtoH_v2"]
     assert c.values["syncs_count"] == 1 and c.values["gpu_idle_ns"] == 0  # nothing runs after it
+
+
+def test_a_wait_at_the_end_of_the_trace_states_its_idle_without_claiming_it(tmp_path):
+    """No steps; the last kernel ends inside a device sync and no GPU work follows: the idle from
+    then to the end of the trace is host-sync in the attribution (the verdict's breakdown lists
+    it), and TC203 states that amount, claims none of it (nothing shows when the host would
+    have issued new work) and causes no measurable idle."""
+    b = KinetoBuilder()
+    b.launch(b.op("aten::mm", 0, 10_000), "gemm", 1_000, 5_000, 95_000)  # GPU busy 5-100 us
+    corr = b.runtime("cudaDeviceSynchronize", 20_000, 90_000)  # the host waits 20-110 us
+    b.sync("Device Sync", 20_000, 90_000, corr=corr)
+    b.op("aten::to", 150_000, 50_000)  # host work to 200 us, the trace's end
+    t = load(b.write(tmp_path / "tail.json"))
+    (f,) = findings_for(t, "TC203")
+    seg = Context(t, analyze(t, AnalysisConfig())).idle
+    hs = int(seg.length_ns[(seg.cause == ic.HOST_SYNC)].sum())
+    # the GPU drains at 100 us, inside the wait; host-sync is the first min(100 us to the
+    # trace's end, 90 us the host was blocked) of that idle (idle_causes, part 3)
+    assert hs == 90_000
+    assert f.values["gpu_idle_ns"] == 0 and f.recoverable_ns == 0 and f.severity == "info"
+    assert f.values["host_sync_idle_at_trace_end_ns"] == hs
+    assert ("besides, 90 µs of idle from the GPU draining during a wait to the end of the trace (no steps) "
+            "with no next work in the trace") in f.message

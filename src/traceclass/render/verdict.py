@@ -80,7 +80,8 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same, detail: lis
             busy = idle.busy_ns[d.device] - back
             basis = "the trace's analysed time (no steps)" if idle.synthetic else \
                 f"the {units.duration(idle.analysed_ns)} of steady step time"
-            extra = f", plus {units.duration(back)} on work queued before the profiler window" if back else ""
+            extra = (f", plus {units.duration(back)} busy only with work queued before the profiler window (TC207)"
+                     if back else "")
             out.append(
                 f"{label} was busy {units.duration(busy)}, {units.pct(100.0 * busy / idle.analysed_ns)} of {basis}"
                 f"{extra}"
