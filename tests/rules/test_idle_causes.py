@@ -283,3 +283,49 @@ def test_first_cuda_allocation_is_initialisation(tmp_path):
     (f,) = findings_for(t, "TC206")
     assert f.values["init_ns"] == 2 * MS and f.values["calls"] == {"aten::empty": 1}
     assert findings_for(t, "TC205") == []
+
+
+def test_unknown_idle_with_work_queued_is_told_apart_and_located(tmp_path):
+    # add_kernel is launched at 21-23 us on stream 8 but starts at 5.1 ms (a dependency the
+    # trace does not show) while the host sits in a 5 ms aten::copy_: the GPU idles 100 us ->
+    # 5.1 ms with its next work already queued. Before gemm_a (launch call 1-3 us, start 5 us)
+    # the queue part 3-5 us is queued too.
+    b = KinetoBuilder()
+    b.launch(b.op("aten::mm", 0, 10 * US), "gemm_a", 1 * US, 5 * US, 95 * US)
+    b.launch(b.op("aten::add", 20 * US, 10 * US), "add_kernel", 21 * US, 5_100 * US, 100 * US, stream=8)
+    b.op("aten::copy_", 40 * US, 5_010 * US)
+    t = load(b.write(tmp_path / "queued.json"))
+    analysis, report = run(t)
+    idle = Context(t, analysis).idle
+    q = idle.queued(t)
+    assert sorted(idle.length_ns[q].tolist()) == [2 * US, 5_000 * US]
+    assert (idle.cause[q] == ic.UNKNOWN).all()
+    assert report.idle.idle_by_cause_ns[0]["unknown"] == 5_002 * US
+    # the 2 us before gemm_a is start-up latency (< 20 us), the 5 ms a wait
+    assert report.idle.unknown_queued_ns == {0: 5_000 * US} and report.idle.unknown_latency_ns == {0: 2 * US}
+    assert report.idle.longest_queued == {0: (5_000 * US, "add_kernel", 8, "op aten::copy_", "")}
+    from traceclass.render.verdict import verdict_sentences
+
+    text = " ".join(verdict_sentences(report, lambda s: f"`{s}`"))
+    assert ("Of the unknown 5 ms, for 5 ms the GPU had its next work queued and did not start it, 20 µs or more at a "
+            "time: a stream or event dependency, or a wait on work the trace does not show (the longest stretch, 5 ms, "
+            "before `add_kernel` on stream 8, while the host was in op aten::copy_); 2 µs is start-up latency, "
+            "stretches under 20 µs from a launch call's return to its work's start.") in text
+
+
+def test_unknown_idle_of_a_quiet_host_is_said_to_be_so(tmp_path):
+    # kernels start as their launch calls return (nothing queued); between them 2.9 ms in which
+    # the host records nothing: a host phase of its own, unknown
+    b = KinetoBuilder()
+    b.launch(b.op("aten::mm", 0, 10 * US), "gemm_a", 1 * US, 3 * US, 97 * US)
+    b.launch(b.op("aten::add", 3_000 * US, 10 * US), "add_kernel", 3_001 * US, 3_003 * US, 100 * US)
+    t = load(b.write(tmp_path / "quiet.json"))
+    analysis, report = run(t)
+    assert not Context(t, analysis).idle.queued(t).any()
+    assert report.idle.idle_by_cause_ns[0]["unknown"] == 2_901 * US and report.idle.unknown_queued_ns == {}
+    from traceclass.render.verdict import verdict_sentences
+
+    text = " ".join(verdict_sentences(report, lambda s: s))
+    assert ("In the unknown 2.9 ms the host thread that launches the next work was active (ops, Python, runtime "
+            "calls) for less than half of the stretch, or no host thread is known: the trace does not show what the "
+            "process did.") in text

@@ -10,7 +10,8 @@ from typing import Callable
 
 from traceclass import units
 from traceclass.render.cpu_verdict import cpu_verdict
-from traceclass.report.model import Report
+from traceclass.facts.idle_causes import LAUNCH_LATENCY_NS
+from traceclass.report.model import IdleSummary, Report
 
 Fmt = Callable[[str], str]
 
@@ -30,6 +31,33 @@ def bound_mix(report: Report) -> dict[str, float]:
 
 def _same(x: str) -> str:
     return x
+
+
+def _unknown_sentence(idle: IdleSummary, device: int, unknown: int, name: Fmt, prose: Fmt) -> str:
+    """What the trace shows of a device's ``unknown`` idle: work queued that the GPU did not
+    start (a wait, or start-up latency in short stretches), or a host thread with little
+    recorded activity (facts.idle_causes, IdleCauses.queued)."""
+    quiet = ("the host thread that launches the next work was active (ops, Python, runtime calls) for less "
+             "than half of the stretch, or no host thread is known")
+    queued = idle.unknown_queued_ns.get(device, 0)
+    latency = idle.unknown_latency_ns.get(device, 0)
+    rest = unknown - queued - latency
+    if not queued and not latency:
+        return f"In the unknown {units.duration(unknown)} {quiet}: the trace does not show what the process did."
+    floor = units.duration(LAUNCH_LATENCY_NS)
+    parts = []
+    if queued:
+        ns, kernel, stream, host, src = idle.longest_queued[device]
+        meanwhile = f", while the host was in {prose(host)}" + (f" at {name(src)}" if src else "") if host else ""
+        parts.append(f"for {units.duration(queued)} the GPU had its next work queued and did not start it, {floor} or "
+                     f"more at a time: a stream or event dependency, or a wait on work the trace does not show (the "
+                     f"longest stretch, {units.duration(ns)}, before {name(kernel)} on stream {stream}{meanwhile})")
+    if latency:
+        parts.append(f"{units.duration(latency)} is start-up latency, stretches under {floor} from a launch call's "
+                     f"return to its work's start")
+    if rest > 0:
+        parts.append(f"for {units.duration(rest)} {quiet}")
+    return f"Of the unknown {units.duration(unknown)}, " + "; ".join(parts) + "."
 
 
 def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same, detail: list[str] | None = None) -> list[str]:
@@ -95,6 +123,9 @@ def verdict_sentences(report: Report, name: Fmt, prose: Fmt = _same, detail: lis
                 text = ", ".join(f"{c} {units.duration(ns)} ({units.pct(100.0 * ns / total, 0)})"
                                  for c, ns in parts[:4])
                 out.append(f"Its {units.duration(total)} of idle, one cause per stretch: {text}.")
+                unknown = causes.get("unknown", 0)
+                if 4 * unknown >= total:  # a material part: say what "unknown" was made of
+                    out.append(_unknown_sentence(idle, d.device, unknown, name, prose))
                 top, top_ns = parts[0]
                 if top == "host-work" and 2 * top_ns >= total:
                     out.append(f"The {'step' if not idle.synthetic else 'trace'} is host-bound: the GPU waits "

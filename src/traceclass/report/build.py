@@ -7,14 +7,18 @@ import dataclasses
 import os
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from traceclass import __version__, units
 from traceclass.analysis.achievable import stakes
 from traceclass.analysis.graph_replays import notes as graph_replay_notes
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
-from traceclass.facts.idle_causes import CAUSES
+from traceclass.facts.idle_causes import CAUSES, LAUNCH_LATENCY_NS
+from traceclass.facts.idle_host import host_during
 from traceclass.facts import Facts
 from traceclass.model import Captured, Trace
+from traceclass.model.names import short_kernel_name
 from traceclass.report.cpu import cpu_section
 from traceclass.report.model import (
     DeviceRow,
@@ -308,9 +312,30 @@ def _idle_summary(analysis: Facts, idle: Any) -> IdleSummary | None:
     if idle is None:
         return None
     at = analysis.analysed
+    trace = analysis.trace
+    queued = idle.queued(trace)
+    waited = queued & (idle.length_ns >= LAUNCH_LATENCY_NS)
+    queued_ns: dict[int, int] = {}
+    latency_ns: dict[int, int] = {}
+    longest: dict[int, tuple[int, str, int, str, str]] = {}
+    for d in idle.devices:
+        on_dev = idle.device == d
+        short = int(idle.length_ns[queued & ~waited & on_dev].sum())
+        if short:
+            latency_ns[d] = short
+        on = np.flatnonzero(waited & on_dev)
+        if len(on) == 0:
+            continue
+        queued_ns[d] = int(idle.length_ns[on].sum())
+        k = int(on[np.argmax(idle.length_ns[on])])
+        row = int(idle.next_row[k])
+        host, src = host_during(trace, int(idle.start_ns[k]), int(idle.end_ns[k]))
+        longest[d] = (int(idle.length_ns[k]), short_kernel_name(trace.strings[trace.gpu.name[row]]),
+                      int(trace.gpu.stream[row]), host, src or "")
     return IdleSummary(analysed_ns=at.total_ns, steps_count=at.steps_count, synthetic=at.synthetic,
                        busy_ns=dict(idle.busy_ns), idle_by_cause_ns={d: idle.by_cause(d) for d in idle.devices},
-                       backlog_busy_ns=dict(idle.backlog_busy_ns))
+                       backlog_busy_ns=dict(idle.backlog_busy_ns), unknown_queued_ns=queued_ns,
+                       unknown_latency_ns=latency_ns, longest_queued=longest)
 
 
 #: busy-time findings that measure the same GPU time: copies (exposed, pageable staging,

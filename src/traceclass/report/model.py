@@ -188,6 +188,13 @@ class IdleSummary:
     idle_by_cause_ns: dict[int, dict[str, int]]  # per device: idle of the analysed time by cause
     backlog_busy_ns: dict[int, int] = dataclasses.field(default_factory=dict)  # per device: busy_ns part that
     #                                  only work queued before the profiler window covers
+    # per device: the part of its "unknown" idle in which the GPU had its next work queued and
+    # did not start it (IdleCauses.queued) in stretches of LAUNCH_LATENCY_NS or more, the part in
+    # shorter ones (start-up latency), and the longest such stretch: (ns, the work it waited
+    # before, its stream, what the host was doing meanwhile (plain text), its source line)
+    unknown_queued_ns: dict[int, int] = dataclasses.field(default_factory=dict)
+    unknown_latency_ns: dict[int, int] = dataclasses.field(default_factory=dict)
+    longest_queued: dict[int, tuple[int, str, int, str, str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
