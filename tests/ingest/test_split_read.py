@@ -259,6 +259,12 @@ def test_gzip_content_between_two_offsets(tmp_path, monkeypatch, block) -> None:
         for _ in range(2):
             got = b"".join(jsonstream._blocks(str(path), block, at, at + 5_000, resume))
             assert got == content[at:at + 5_000]
+    # a resume point whose window took in the rest of the file: the stream is at its end, and a
+    # stop inside the bytes the point holds still ends the part there
+    monkeypatch.setattr(jsonstream, "SPLIT_WINDOW", n)
+    ((at, resume),) = jsonstream.gzip_split_points(str(path), 2)
+    assert b"".join(jsonstream._blocks(str(path), block, at, at + 7, resume)) == content[at:at + 7]
+    assert b"".join(jsonstream._blocks(str(path), block, at, n + 100, resume)) == content[at:]
 
 
 def test_a_gzip_helper_that_dies_leaves_its_part_to_this_process(tmp_path, monkeypatch) -> None:

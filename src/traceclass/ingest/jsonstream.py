@@ -166,6 +166,8 @@ def _blocks(path: str, block: int, start: int = 0, stop: int | None = None,
                 at += len(pending)
                 box, pending = [pending], b""
                 yield box.pop()  # handed over: this frame keeps no reference while suspended
+        if stop is not None:  # also when the stream ended first, or a resume point held it all
+            pending = pending[:max(stop - at, 0)]
         if pending:
             box, pending = [pending], b""
             yield box.pop()
