@@ -329,3 +329,16 @@ def test_unknown_idle_of_a_quiet_host_is_said_to_be_so(tmp_path):
     assert ("In the unknown 2.9 ms the host thread that launches the next work was active (ops, Python, runtime "
             "calls) for less than half of the stretch, or no host thread is known: the trace does not show what the "
             "process did.") in text
+
+
+def test_unknown_idle_without_launch_calls_is_not_said_to_be_queued(tmp_path):
+    # GPU rows only (no runtime calls recorded): nothing shows the GPU had its next work
+    # before it started, so the 5 ms between the kernels is not a queued wait
+    b = KinetoBuilder()
+    b.kernel("gemm_a", 0, 100 * US, corr=1)
+    b.kernel("gemm_b", 5_100 * US, 100 * US, corr=2)
+    b.op("aten::mm", 0, 5_200 * US)
+    t = load(b.write(tmp_path / "nolaunch.json"))
+    analysis, report = run(t)
+    assert not Context(t, analysis).idle.queued(t).any()
+    assert report.idle.idle_by_cause_ns[0]["unknown"] == 5_000 * US and report.idle.unknown_queued_ns == {}
