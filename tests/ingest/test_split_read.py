@@ -252,7 +252,12 @@ def test_gzip_content_between_two_offsets(tmp_path, monkeypatch, block) -> None:
     for start, stop in ((0, None), (0, 1), (1_000, 50_000), (n // 2, n - 3), (n - 5, None), (n, None)):
         got = b"".join(jsonstream._blocks(str(path), block, start, stop))
         assert got == content[start:stop], (start, stop)
-    points = jsonstream.gzip_split_points(str(path), 4)
+    seen = []
+    points = jsonstream.gzip_split_points(str(path), 4, lambda done, total: seen.append((done, total)))
+    # progress in compressed bytes, up to the last point's share of the file
+    size = path.stat().st_size
+    assert seen and all(t == 3 * size // 4 for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1][0] == 3 * size // 4
     assert len(points) == 3 and [at for at, _ in points] == sorted({at for at, _ in points})
     for at, resume in points:
         assert content[at:at + 1] == b"{" and content[at - 1:at] in (b",", b" ", b"\n")

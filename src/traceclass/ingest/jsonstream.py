@@ -314,13 +314,15 @@ def split_point(path: str, at: int, hi: int) -> int | None:
     return None
 
 
-def gzip_split_points(path: str, parts: int) -> list[tuple[int, GzipResume]]:
+def gzip_split_points(path: str, parts: int, progress: Callable[[int, int], None] | None = None
+                      ) -> list[tuple[int, GzipResume]]:
     """Split points of a gzip file into about ``parts`` parts: for each, the offset in the
     decompressed content that looks like an event's start (as :func:`split_point`; the first
     one in the MB after each ``k / parts`` of the compressed bytes) and where the stream was
     there, so a helper goes on from it without inflating the part before. Costs inflating the
     file up to the last point, once. Fewer points where the stream ends first or a window has
-    no event start; raises :class:`~traceclass.errors.TraceFormatError` on corrupt data."""
+    no event start; raises :class:`~traceclass.errors.TraceFormatError` on corrupt data.
+    ``progress(compressed bytes read, compressed bytes to read)`` is called as it goes."""
     points: list[tuple[int, GzipResume]] = []
     size = os.stat(path).st_size
     with open(path, "rb") as fh:
@@ -332,6 +334,9 @@ def gzip_split_points(path: str, parts: int) -> list[tuple[int, GzipResume]]:
                 if piece is None:
                     return points
                 at += len(piece)
+                if progress is not None:
+                    last = (parts - 1) * size // parts
+                    progress(min(z.consumed, last), last)
             window = b""
             while len(window) < SPLIT_WINDOW:
                 piece = z.piece(BLOCK)

@@ -261,7 +261,7 @@ def read_kineto(path: str, data_size: int, container: Container, progress: Progr
             progress("parsing", lo, n_total)
 
     with stage("read split points"):  # a gzip file's: inflating it up to the last one
-        points = _split_at(path, container, state) if split else []
+        points = _split_at(path, container, state, progress) if split else []
     helpers: list[_Helper] = []
     if points:
         try:
@@ -456,7 +456,8 @@ GZIP_SPLIT_RATIO = 8
 SPLIT_ENV = "TRACECLASS_SPLIT_READ"
 
 
-def _split_at(path: str, container: Container, state: "_ChunkState") -> list[tuple[int, GzipResume | None]]:
+def _split_at(path: str, container: Container, state: "_ChunkState", progress: Progress = None
+              ) -> list[tuple[int, GzipResume | None]]:
     """Where helper processes should start reading (ascending content offsets, one per helper,
     each with where a gzip stream was there), or [] to read the file here alone: one part per
     free core, up to :data:`SPLIT_PARTS`, each at least half of :data:`SPLIT_ABOVE`."""
@@ -488,7 +489,9 @@ def _split_at(path: str, container: Container, state: "_ChunkState") -> list[tup
     parts = max(2, min(cores, SPLIT_PARTS, size // max(SPLIT_ABOVE // 2, 1)))
     if gz:
         try:
-            return list(gzip_split_points(path, parts))
+            # the pass inflates most of the file before parsing starts: seconds at GBs
+            shown = None if progress is None else (lambda done, total: progress("splitting", done, total))
+            return list(gzip_split_points(path, parts, shown))
         except (OSError, TraceFormatError):
             return []  # read alone, which reports what is wrong with the file
     points: list[tuple[int, GzipResume | None]] = []
