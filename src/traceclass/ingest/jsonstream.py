@@ -128,8 +128,8 @@ def _blocks(path: str, block: int, start: int = 0, stop: int | None = None,
     inflating the stream up to it, or taken up where a :class:`GzipResume` for ``start`` left it."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
-        fh.seek(start)
         if magic != GZIP_MAGIC:
+            fh.seek(start)
             if stop is None:
                 # a callable iterator: no frame of ours keeps the piece while the caller uses it
                 yield from iter(lambda: fh.read(block), b"")
@@ -144,7 +144,7 @@ def _blocks(path: str, block: int, start: int = 0, stop: int | None = None,
                 del piece
                 yield box.pop()
             return
-        fh.seek(0)
+        fh.seek(0)  # the stream from its start, or where the resume point left it
         z = _Inflater(fh, path, resume)
         # at: the content offset of pending's first byte
         pending, at = (resume.pending, start) if resume is not None else (b"", 0)

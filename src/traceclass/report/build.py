@@ -319,7 +319,7 @@ def _idle_summary(analysis: Facts, idle: Any) -> IdleSummary | None:
     latency_ns: dict[int, int] = {}
     longest: dict[int, tuple[int, str, int, str, str]] = {}
     for d in idle.devices:
-        on_dev = idle.device == d
+        on_dev = idle.mask(None, d)
         short = int(idle.length_ns[queued & ~waited & on_dev].sum())
         if short:
             latency_ns[d] = short
