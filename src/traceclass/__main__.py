@@ -1,5 +1,5 @@
 """``python -m traceclass`` runs the command-line interface."""
 
-from traceclass.cli import main
+from traceclass.cli import entry
 
-raise SystemExit(main())
+entry()

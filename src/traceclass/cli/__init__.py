@@ -11,10 +11,12 @@ configuration or a missing external tool; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
+import os
 import pkgutil
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from traceclass import __version__
 from traceclass.errors import TraceclassError
@@ -88,3 +90,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def entry() -> NoReturn:
+    """The ``traceclass`` command: :func:`main`, then exit without tearing the interpreter
+    down. Freeing every module and object one by one takes 30-40 ms after a small trace's
+    whole analysis of ~0.3 s (measured on the bundled samples); the operating system reclaims
+    the memory at once. Output is flushed and exit handlers (temporary folders, pools) run
+    first; with other threads still running it exits the usual way, which waits for them."""
+    code = main()
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass  # a reader that went away: nothing left to say to it
+    except OSError as exc:  # a full disk under a redirected stdout: as Python's own exit would
+        print(f"traceclass: cannot write the output ({exc.strerror})", file=sys.stderr)
+        code = code or 2
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is None:  # not CPython
+        sys.exit(code)
+    run_exit_handlers()
+    os._exit(code)
