@@ -19,7 +19,7 @@ from traceclass.config import load_config  # noqa: E402
 from traceclass.engine import run  # noqa: E402
 from traceclass.ingest import load  # noqa: E402
 from traceclass import units  # noqa: E402
-from traceclass.render import issue, markdown  # noqa: E402
+from traceclass.render import issue, markdown, verdict  # noqa: E402
 from traceclass.render.escape import shorten, text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_a_lead_line_per_opportunity(sample):
 
 
 @pytest.mark.parametrize("name", ["a100_train_rank0_of16.json.gz", "h100_timesformer_inference.json.gz",
-                                  "mi300x_resnet_act_checkpoint_train.json.gz"])
+                                  "mi300x_resnet_act_checkpoint_train.json.gz", "b200_eager.json.gz"])
 def test_lead_lines_of_corpus_traces(name):
     path = CORPUS / name
     if not path.exists():
@@ -113,8 +113,21 @@ def test_lead_lines_of_corpus_traces(name):
     assert lines and all(len(line) <= 125 for line in lines), lines
     # where the trace has stacks, the lead line names the file:line
     for line, op in zip(lines, report.opportunities):
-        if op.where:  # the file and line, whole or as its last two path parts
-            assert "/".join(op.where.split("/")[-2:]) in line
+        if op.where and op.where not in op.title:
+            # whole, as its last two path parts, or (a hashed name that would leave the title
+            # too little room) the file name's ends and the line
+            file = op.where.rsplit("/", 1)[-1]
+            assert ("/".join(op.where.split("/")[-2:]) in line
+                    or (file[:12] in line and file.rpartition(":")[2] in line)), (line, op.where)
+            title = line[3:line.index(" at ")]
+            assert len(title) >= min(len(op.title), verdict.MIN_TITLE - 10), line
+
+
+def test_short_file():
+    hashed = "/tmp/torchinductor_root/ob/cobhwrc24pdghpldxgebph5xuspi6ydi477zebl46iwvbkhoe4qu.py:132"
+    assert verdict._short_file(hashed) == "…/cobhwrc24pdg…e4qu.py:132"
+    assert verdict._short_file("…/a/model.py:7") == "…/model.py:7"
+    assert verdict._short_file("x/averyveryverylongmodulename_without_line") == "…/averyveryver…line"
 
 
 def test_conclusion_columns_come_first(sample):

@@ -223,13 +223,32 @@ def key_numbers(report: Report) -> list[str]:
 
 #: a lead line's length in characters as read (markup aside): one line on a 980 px page
 LEAD_LINE = 120
+#: characters of the title a lead line keeps before the file name itself is shortened (a
+#: generated file's hashed name, TorchInductor's 52-character ones, left the title 26)
+MIN_TITLE = 56
+
+
+def _short_file(where: str) -> str:
+    """``…/dir/cobhwrc24pdghpl…(52 chars).py:132`` -> ``…/cobhwrc24pd…4qu.py:132``: the file name
+    alone, a long stem kept by its ends (enough to find it in the finding's full path)."""
+    name = where.rsplit("/", 1)[-1]
+    file, colon, line = name.rpartition(":")
+    if not (colon and line.isdigit()):
+        file, colon, line = name, "", ""
+    stem, dot, ext = file.rpartition(".")
+    if not dot:
+        stem, ext = file, ""
+    if len(stem) > 20:
+        stem = stem[:12] + "…" + stem[-4:]
+    return "…/" + stem + dot + ext + colon + line
 
 
 def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
     """One lead line per opportunity: what to change, where (file:line when known), how much;
     names as code, everything else as escaped prose. The evidence is the finding's own section,
     so a line over :data:`LEAD_LINE` characters is shortened there: the path to its last two
-    parts, then the title at a word boundary."""
+    parts, the file name alone when the title would keep less than :data:`MIN_TITLE` characters
+    and that shows more of it, then the title at a word boundary."""
     from traceclass.model.names import cut
 
     lines = []
@@ -244,6 +263,11 @@ def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
         if len(title) + len(where) + 4 + len(tail) > LEAD_LINE and where.count("/") > 1:
             where = "…/" + "/".join(where.split("/")[-2:])
         room = LEAD_LINE - len(tail) - (len(where) + 4 if where else 0)
+        if len(title) > room and room < MIN_TITLE and "/" in where:
+            short = _short_file(where)
+            wider = LEAD_LINE - len(tail) - len(short) - 4
+            if cut(title, max(wider, 30)) != cut(title, max(room, 30)):  # only if more of the title shows
+                where, room = short, wider
         if len(title) > room:
             title = cut(title, max(room, 30))
         text = prose(title)
