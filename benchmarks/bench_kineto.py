@@ -27,7 +27,10 @@ The table shows best and median wall seconds, the ratio of the medians (target <
 same ratio in CPU seconds (user + sys of the process: steadier on a shared machine), peak RSS
 over file size, and the RSS above what analyzing the smallest bundled sample needs, over file
 size (target <= 2x). ``--stages`` adds the median time of every stage per source. HTA and
-TraceLens run on the same files when importable, else the table says "not installed".
+TraceLens run once on each plain file when importable by ``--peer-python`` (an interpreter of
+an environment holding them; default this one), timed like analyze from before their import,
+else the table says "not installed". At a source's own size the whole command is also timed
+as a user runs it (``python -m traceclass analyze``, from starting the interpreter to its exit).
 
 ``--gzip`` also analyzes a gzip copy (compression level 1) of each replica, ``--repeat``
 times, and sets its time against ``json.load`` of the plain file (the same content).
@@ -217,8 +220,10 @@ _JSON_LOAD, _ANALYZE, _HTA, _TRACELENS = (c.replace("_PEAK_", _PEAK) for c in (_
 PEERS = {"HTA": ("hta", _HTA), "TraceLens": ("TraceLens", _TRACELENS)}
 
 
-def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, int, dict[str, float]]:
-    """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh process."""
+def child(code: str, path: Path, timings: bool = False, python: str = sys.executable
+          ) -> tuple[float, float, int, dict[str, float]]:
+    """(wall s, CPU s, peak RSS bytes, stage seconds) of ``code`` run on ``path`` in a fresh
+    process of ``python``."""
     env = dict(os.environ)
     # as an installed package runs: with compiled bytecode (this sandbox sets the variable,
     # which makes every run recompile all of traceclass, ~0.25 s)
@@ -226,7 +231,7 @@ def child(code: str, path: Path, timings: bool = False) -> tuple[float, float, i
     if timings:
         env["TRACECLASS_TIMINGS"] = "1"
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=out, stderr=err, text=True, env=env)
+        proc = subprocess.Popen([python, "-c", code, str(path)], stdout=out, stderr=err, text=True, env=env)
         tree = 0
         while proc.poll() is None:  # the process and its helpers together, every 50 ms
             tree = max(tree, _tree_rss(proc.pid))
@@ -279,16 +284,27 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def importable(module: str) -> bool:
-    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+def importable(module: str, python: str) -> bool:
+    proc = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
     return proc.returncode == 0
+
+
+def command_wall(path: Path) -> float:
+    """Wall seconds of ``traceclass analyze PATH -o /dev/null`` as a user runs it: from
+    starting the interpreter to the process's exit (the analyze column starts at the CLI's
+    import and ends before the exit)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "traceclass", "analyze", str(path), "-o", os.devnull], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - t
 
 
 def _med(xs: Iterable[float]) -> float:
     return statistics.median(list(xs))
 
 
-def bench(path: Path, repeat: int, peers: dict[str, str]) -> dict[str, Any]:
+def bench(path: Path, repeat: int, peers: dict[str, str], peer_python: str, command: bool) -> dict[str, Any]:
     jl: list[tuple[float, float, int, dict[str, float]]] = []
     an: list[tuple[float, float, int, dict[str, float]]] = []
     for r in range(repeat):
@@ -305,12 +321,15 @@ def bench(path: Path, repeat: int, peers: dict[str, str]) -> dict[str, Any]:
         "stages": {s: _med(a[3].get(s, 0.0) for a in an) for s in stage_names},
         "peers": {},
     }
-    for name, code in peers.items():
+    if command:
+        res["command"] = [command_wall(path) for _ in range(repeat)]
+    for name, code in peers.items():  # once each: minutes at ~500 MB
         try:
-            t, _, rss, _ = child(code, path)
-            res["peers"][name] = f"{t:.2f} s ({t / _med(res['analyze']):.1f}x traceclass)"
+            t, _, rss, _ = child(code, path, python=peer_python)
+            res["peers"][name] = (f"{t:.2f} s ({t / _med(res['analyze']):.1f}x traceclass, "
+                                  f"{t / _med(res['json']):.1f}x json.load; peak RSS {rss / path.stat().st_size:.1f}x file)")
         except RuntimeError as exc:
-            res["peers"][name] = f"failed: {str(exc)[-120:]}"
+            res["peers"][name] = f"failed: {' '.join(str(exc).split())[-120:]}"
     return res
 
 
@@ -357,6 +376,8 @@ def main() -> None:
     ap.add_argument("--stages", action="store_true", help="print the median time of every stage")
     ap.add_argument("--keep", type=Path, help="directory to write the generated traces in (kept)")
     ap.add_argument("--stream-gb", type=float, help="generate one trace of this many GB and analyze it")
+    ap.add_argument("--peer-python", default=sys.executable,
+                    help="interpreter of an environment holding HTA / TraceLens (default: this one)")
     ap.add_argument("--gzip", action="store_true",
                     help="also analyze each replica gzip-compressed; with --stream-gb: write it gzip-compressed")
     args = ap.parse_args()
@@ -372,14 +393,17 @@ def main() -> None:
               f"(1/5/15 min) at start", flush=True)
         peers = {}
         for name, (module, code) in PEERS.items():
-            if importable(module):
+            if importable(module, args.peer_python):
                 peers[name] = code
+                print(f"{name}: run by {args.peer_python}")
             else:
-                print(f"{name}: not installed")
+                print(f"{name}: not installed (for {args.peer_python})")
         smallest = [child(_ANALYZE, SMALLEST_SAMPLE) for _ in range(3)]
+        whole = [command_wall(SMALLEST_SAMPLE) for _ in range(5)]
         base_rss = min(x[2] for x in smallest)
         print(f"smallest sample: analyze wall {min(x[0] for x in smallest):.2f} s best / "
-              f"{_med(x[0] for x in smallest):.2f} s median, CPU {_med(x[1] for x in smallest):.2f} s median "
+              f"{_med(x[0] for x in smallest):.2f} s median, CPU {_med(x[1] for x in smallest):.2f} s median; "
+              f"the whole command (interpreter start to exit) {min(whole):.2f} s best / {_med(whole):.2f} s median "
               f"(target <= 0.4 s wall)")
         print(f"baseline: peak RSS analyzing the smallest sample ({SMALLEST_SAMPLE.name}) "
               f"{base_rss / 1e6:.0f} MB", flush=True)
@@ -390,7 +414,7 @@ def main() -> None:
                 path = tmp / f"{key}{'' if target is None else f'_x{int(target)}mb'}.json"
                 copies, n = build(src, target, path)
                 size = path.stat().st_size
-                res = bench(path, args.repeat, peers)
+                res = bench(path, args.repeat, peers, args.peer_python, command=target is None)
                 rows.append((key, size, copies, n, res))
                 if args.gzip and target is not None:
                     gz = path.with_suffix(".json.gz")
@@ -416,6 +440,12 @@ def main() -> None:
                       f"{jm:6.2f} s  ratio {am / jm:4.2f}x (CPU {_med(res['analyze_cpu']) / _med(res['json_cpu']):4.2f}x)  peak RSS {res['analyze_rss'] / size:5.2f}x file  "
                       f"above baseline {(res['analyze_rss'] - base_rss) / size:5.2f}x file  "
                       f"(json.load {res['json_rss'] / size:4.2f}x)", flush=True)
+                if "command" in res:
+                    cm = _med(res["command"])
+                    print(f"        the whole command (interpreter start to exit): {min(res['command']):.2f}/{cm:.2f} s, "
+                          f"ratio {cm / jm:4.2f}x", flush=True)
+                for name, cell in res["peers"].items():
+                    print(f"        {name}: {cell}", flush=True)
                 if args.stages:
                     st = res["stages"]
                     rules = sum(v for k, v in st.items() if k.startswith("rule "))
@@ -436,7 +466,7 @@ def main() -> None:
         for key, size, copies, n, res in rows:
             jm, am = _med(res["json"]), _med(res["analyze"])
             label = key if copies == 1 else f"{key} x{copies}"
-            peer_cells = "".join(f" {res['peers'].get(p, 'not installed')} |" for p in PEERS)
+            peer_cells = "".join(f" {res['peers'].get(p, '-' if p in peers else 'not installed')} |" for p in PEERS)
             print(f"| {label} | {size / 1e6:.1f} | {n:,} | {min(res['analyze']):.2f} / {am:.2f} | "
                   f"{min(res['json']):.2f} / {jm:.2f} | {am / jm:.2f}x | "
                   f"{_med(res['analyze_cpu']) / _med(res['json_cpu']):.2f}x | {res['analyze_rss'] / size:.2f}x | "
