@@ -342,3 +342,31 @@ def test_unknown_idle_without_launch_calls_is_not_said_to_be_queued(tmp_path):
     analysis, report = run(t)
     assert not Context(t, analysis).idle.queued(t).any()
     assert report.idle.idle_by_cause_ns[0]["unknown"] == 5_000 * US and report.idle.unknown_queued_ns == {}
+
+
+def _runtime_only_trace(tmp_path, with_ops: bool):
+    """Three kernels launched 300 us and 2 ms apart by a thread that records only its launch
+    calls (an MI210-style GPU-only trace), or the same launches inside CPU ops."""
+    b = KinetoBuilder()
+    for i, cpu in enumerate((0, 300 * US, 2_300 * US)):
+        ext = b.op("aten::add", cpu, 10 * US) if with_ops else None
+        b.launch(ext, f"k{i}", cpu + 2 * US, cpu + 20 * US, 10 * US)
+    path = b.write(tmp_path / f"runtime_{with_ops}.json")
+    return load(str(path))
+
+
+def test_runtime_calls_only_is_said(tmp_path):
+    """The attribution cannot see host work between launches without ops or Python: the report
+    says so, and what it calls the stretches (launch overhead under 1 ms, unknown above)."""
+    t = _runtime_only_trace(tmp_path, with_ops=False)
+    _, report = run(t)
+    (note,) = [n for n in report.notes if n.startswith("CPU ops and Python functions not recorded")]
+    assert "launch overhead when the host's stretch before the launch is under 1 ms and as unknown when longer" in note
+    # launch calls at 2, 302 and 2302 us (2 us each), kernels at 20, 320 and 2320 us (10 us):
+    # launch overhead = the three calls + the 2 us before the first + the 272 us host stretch
+    # 30 -> 302 us; unknown = the 1972 us stretch 330 -> 2302 us (over 1 ms, nothing recorded)
+    # + 3 x 16 us queued between each call's return and its kernel
+    assert _nonzero(_idle(t).by_cause()) == {"launch-overhead": 278 * US, "unknown": 2020 * US}
+    t = _runtime_only_trace(tmp_path, with_ops=True)
+    _, report = run(t)
+    assert not [n for n in report.notes if "not recorded (runtime calls only)" in n]

@@ -14,7 +14,7 @@ from traceclass.analysis.achievable import stakes
 from traceclass.analysis.graph_replays import notes as graph_replay_notes
 from traceclass.analysis.roofline import COMPUTE, MEMORY
 from traceclass.config import Config
-from traceclass.facts.idle_causes import CAUSES, LAUNCH_LATENCY_NS
+from traceclass.facts.idle_causes import CAUSES, HOST_PHASE_NS, LAUNCH_LATENCY_NS
 from traceclass.facts.idle_host import host_during
 from traceclass.facts import Facts
 from traceclass.model import Captured, Trace
@@ -445,6 +445,13 @@ def _notes(trace: Trace, analysis: Facts) -> tuple[str, ...]:
     notes += graph_replay_notes(trace, analysis.gpu_family_code, units.duration)
     if len(trace.gpu) == 0 and Captured.GPU in trace.captured and not len(trace.samples):
         notes.append("the trace holds no GPU activity: GPU timeline and GPU rules are skipped")
+    if len(trace.gpu) and len(trace.api) and not len(trace.ops) and not len(trace.python):
+        # the idle attribution tells host work from launch overhead by the host's recorded
+        # activity; with runtime calls alone most of what the host did is not there
+        notes.append(f"CPU ops and Python functions not recorded (runtime calls only): what the host did "
+                     f"between launches is not visible, so GPU idle that the runtime calls do not explain "
+                     f"is counted as launch overhead when the host's stretch before the launch is under "
+                     f"{units.duration(HOST_PHASE_NS)} and as unknown when longer")
     occ = analysis.occurrences
     if occ.synthetic:
         notes.append("no ProfilerStep ranges: the whole trace is treated as one step")
