@@ -156,3 +156,15 @@ def test_program_source_lines_never_reach_the_report():
     assert r.returncode == 0, r.stderr
     assert "lock.acquire" not in r.stdout and "time.sleep(" not in r.stdout  # texts of cpu_lock.py lines
     assert json.loads(r.stdout)["source"]["meta"] == {}
+
+
+def test_dash_output_is_stdout_or_refused(tmp_path):
+    """``-o -`` prints where the command prints by default, and is refused (exit 2, one line)
+    where it writes a file; a file named "-" is never created."""
+    r = tc("analyze", str(SAMPLE), "-o", "-", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["source"]["file"] == SAMPLE.name
+    r = tc("baseline", "save", str(SAMPLE), "-o", "-", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == "traceclass: -o -: traceclass baseline writes a file, not standard output; give its name"
+    assert list(tmp_path.iterdir()) == []

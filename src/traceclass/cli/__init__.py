@@ -61,12 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        from traceclass.cli._io import refuse_overwriting_inputs
+        from traceclass.cli._io import dash_output, refuse_overwriting_inputs
         from traceclass.heap import avoid_compaction_stalls, steady_heap_thresholds
 
         avoid_compaction_stalls()  # this process is ours: numpy's huge-page requests stall here
         steady_heap_thresholds()  # and its allocator: streamed blocks fault pages in twice otherwise
 
+        dash_output(args)
         refuse_overwriting_inputs(args)
         return int(args.func(args) or 0)
     except TraceclassError as exc:

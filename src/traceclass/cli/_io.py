@@ -88,6 +88,22 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+#: commands that print their result unless ``-o`` names a file: for them ``-o -`` is that
+#: standard output, as for most Unix tools
+STDOUT_COMMANDS = frozenset({"analyze", "diff", "check"})
+
+
+def dash_output(args: argparse.Namespace) -> None:
+    """``-o -``: standard output where the command prints by default; refused where it writes
+    a file, instead of creating one named "-" in the working directory."""
+    if getattr(args, "output", None) != "-":
+        return
+    if getattr(args, "command", None) in STDOUT_COMMANDS:
+        args.output = None
+    else:
+        raise ConfigError(f"-o -: traceclass {args.command} writes a file, not standard output; give its name")
+
+
 def refuse_overwriting_inputs(args: argparse.Namespace) -> None:
     """An output (-o, --plot) that is one of the command's inputs would destroy it: refuse."""
     inputs: list[str] = []
