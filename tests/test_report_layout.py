@@ -115,7 +115,7 @@ def test_lead_lines_of_corpus_traces(name):
     for line, op in zip(lines, report.opportunities):
         if op.where and op.where not in op.title:
             # whole, as its last two path parts, or (a hashed name that would leave the title
-            # too little room) the file name's ends and the line
+            # too little room) the file name's start and the line
             file = op.where.rsplit("/", 1)[-1]
             assert ("/".join(op.where.split("/")[-2:]) in line
                     or (file[:12] in line and file.rpartition(":")[2] in line)), (line, op.where)
@@ -125,9 +125,10 @@ def test_lead_lines_of_corpus_traces(name):
 
 def test_short_file():
     hashed = "/tmp/torchinductor_root/ob/cobhwrc24pdghpldxgebph5xuspi6ydi477zebl46iwvbkhoe4qu.py:132"
-    assert verdict._short_file(hashed) == "…/cobhwrc24pdg…e4qu.py:132"
+    assert verdict._short_file(hashed) == "…/cobhwrc24pdghpldxge….py:132"
     assert verdict._short_file("…/a/model.py:7") == "…/model.py:7"
-    assert verdict._short_file("x/averyveryverylongmodulename_without_line") == "…/averyveryver…line"
+    assert verdict._short_file("a/b/modeling_timesformer.py:200") == "…/modeling_timesformer.py:200"
+    assert verdict._short_file("x/averyveryverylongmodulename_without_line") == "…/averyveryverylongmo…"
 
 
 def test_conclusion_columns_come_first(sample):

@@ -229,8 +229,10 @@ MIN_TITLE = 56
 
 
 def _short_file(where: str) -> str:
-    """``…/dir/cobhwrc24pdghpl…(52 chars).py:132`` -> ``…/cobhwrc24pd…4qu.py:132``: the file name
-    alone, a long stem kept by its ends (enough to find it in the finding's full path)."""
+    """``…/dir/cobhwrc24pdghpl…(52 chars).py:132`` -> ``…/cobhwrc24pdghpldxge….py:132``: the file name
+    alone, a long stem cut as any name is (enough to find it in the finding's full path)."""
+    from traceclass.model.names import cut
+
     name = where.rsplit("/", 1)[-1]
     file, colon, line = name.rpartition(":")
     if not (colon and line.isdigit()):
@@ -238,9 +240,7 @@ def _short_file(where: str) -> str:
     stem, dot, ext = file.rpartition(".")
     if not dot:
         stem, ext = file, ""
-    if len(stem) > 20:
-        stem = stem[:12] + "…" + stem[-4:]
-    return "…/" + stem + dot + ext + colon + line
+    return "…/" + cut(stem, 20) + dot + ext + colon + line
 
 
 def opportunities(report: Report, name: Fmt, prose: Fmt) -> list[str]:
